@@ -1,0 +1,47 @@
+# pytest-envtest: the two commands a fresh machine needs are `make test` and `make demo`.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+K8S_VERSION ?= 1.37
+PYTEST_ARGS ?=
+MATRIX_VERSIONS ?= 1.34 1.35 1.36 1.37
+# Go may be installed without being on PATH in non-login shells.
+export PATH := $(PATH):/usr/local/go/bin
+
+.PHONY: setup binaries test test-fast test-reliability demo bench matrix lint clean
+
+$(VENV)/.installed: pyproject.toml operator/pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test]' -e './operator[test]'
+	@touch $@
+
+## setup: a virtualenv with both distributions installed editable, with their test extras
+setup: $(VENV)/.installed
+
+## binaries: kube-apiserver and etcd for K8S_VERSION (built once per machine, then cached)
+binaries: setup
+	$(BIN)/envtest use $(K8S_VERSION) -p path
+
+## test: everything the README promises, on the default Kubernetes version
+test: binaries
+	ENVTEST_K8S_VERSION=$(K8S_VERSION) $(BIN)/python -m pytest $(PYTEST_ARGS)
+
+## demo: the seed scenario, with and without the gate, with a timeline and a chart
+demo: binaries
+	ENVTEST_K8S_VERSION=$(K8S_VERSION) $(BIN)/python -m bench.demo
+
+## bench: start/stop, per-test overhead and status-write figures, written to bench/results
+bench: binaries
+	ENVTEST_K8S_VERSION=$(K8S_VERSION) $(BIN)/python -m bench.run_all
+
+## matrix: the operator suite on every supported Kubernetes minor, as a table
+matrix: setup
+	$(BIN)/python -m bench.matrix $(MATRIX_VERSIONS)
+
+lint: setup
+	$(BIN)/ruff check fixtures operator tests bench conftest.py
+	$(BIN)/mypy fixtures/envtest operator/ray_operator
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache artifacts
