@@ -9,7 +9,7 @@ MATRIX_VERSIONS ?= 1.34 1.35 1.36 1.37
 # Go may be installed without being on PATH in non-login shells.
 export PATH := $(PATH):/usr/local/go/bin
 
-.PHONY: setup binaries test test-fast test-reliability demo bench matrix lint clean
+.PHONY: setup binaries test test-reliability demo bench matrix lint lint-workflows clean
 
 $(VENV)/.installed: pyproject.toml operator/pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -42,6 +42,11 @@ matrix: setup
 lint: setup
 	$(BIN)/ruff check fixtures operator tests bench conftest.py
 	$(BIN)/mypy fixtures/envtest operator/ray_operator
+
+## lint-workflows: actionlint (built with the local Go) and zizmor on .github/workflows
+lint-workflows: setup
+	go run github.com/rhysd/actionlint/cmd/actionlint@v1.7.12 .github/workflows/*.yml
+	$(BIN)/zizmor --offline .github/workflows
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache artifacts
