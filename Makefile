@@ -27,6 +27,10 @@ binaries: setup
 test: binaries
 	ENVTEST_K8S_VERSION=$(K8S_VERSION) $(BIN)/python -m pytest $(PYTEST_ARGS)
 
+## test-reliability: the long fault loops (interrupts, kills) left out of `make test`
+test-reliability: binaries
+	ENVTEST_K8S_VERSION=$(K8S_VERSION) $(BIN)/python -m pytest -m reliability tests/reliability $(PYTEST_ARGS)
+
 ## demo: the seed scenario, with and without the gate, with a timeline and a chart
 demo: binaries
 	ENVTEST_K8S_VERSION=$(K8S_VERSION) $(BIN)/python -m bench.demo
