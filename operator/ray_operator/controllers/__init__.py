@@ -1,0 +1,1 @@
+"""The RayCluster, RayService and RayJob controllers (ports of KubeRay's)."""
