@@ -713,10 +713,6 @@ def test_flag_overrides_set_append_and_remove(version: str, cp: ControlPlane) ->
     shared_core.create_namespaced_pod(namespace, _privileged_pod("privileged"))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "fixtures/envtest/controlplane.py _start_once() calls Component.configure(), which "
-    "rebuilds .flags from scratch, so flags changed after prepare() (documented in the "
-    "ControlPlane docstring) never reach the process"))
 def test_flags_changed_after_prepare_reach_the_process(version: str) -> None:
     control_plane = ControlPlane(version).prepare()
     try:
@@ -755,8 +751,7 @@ def test_bad_apiserver_flag_fails_at_once_with_the_apiservers_message(version: s
 
 
 def test_a_killed_etcd_is_reported_with_exit_code_and_log_tail(version: str) -> None:
-    # A short stop timeout: an apiserver whose etcd died ignores SIGTERM (see the xfail below).
-    control_plane = ControlPlane(version, stop_timeout=1.0)
+    control_plane = ControlPlane(version)
     try:
         control_plane.start()
         control_plane.check_alive()  # both alive: no error
@@ -782,11 +777,6 @@ def test_a_killed_etcd_is_reported_with_exit_code_and_log_tail(version: str) -> 
         control_plane.stop()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "an apiserver whose etcd died keeps its listener open after SIGTERM, so "
-    "KubeAPIServer.drained() (fixtures/envtest/components.py) never fires and stop() waits "
-    "the whole stop_timeout (5 s by default) before SIGKILL; nothing is left to persist, so "
-    "stop should kill it at once when etcd is not running"))
 def test_stop_is_fast_after_etcd_died(version: str) -> None:
     control_plane = ControlPlane(version, stop_timeout=2.0)
     try:
@@ -928,11 +918,7 @@ def test_sigkill_of_the_owner_leaves_nothing_running(version: str, tmp_path: Pat
     assert owner.returncode == -signal.SIGKILL
     # A SIGKILLed owner cannot clean up: its dirs stay until the next start removes them.
     # (Not asserted here: under xdist another worker's start may already have done so.)
-    # The orphans are zombies until PID 1 reaps them, and remove_stale_dirs counts a zombie
-    # as a live owner (see the xfail test below), so give the reaper its moment first.
-    eventually(lambda: not [c for c in children if psutil.pid_exists(c.pid)], timeout=30,
-               message="PID 1 never reaped the dead etcd/kube-apiserver")
-
+    # The orphans may still be zombies (PID 1 reaps them later): they count as dead.
     with ControlPlane(version) as next_run:
         assert next_run.workdir not in dirs
         assert not [d for d in dirs if d.exists()], "stale dirs of the dead run were kept"
@@ -958,10 +944,6 @@ def test_remove_stale_dirs_removes_dead_owners_and_keeps_live_ones(tmp_path: Pat
     assert live.is_dir() and mixed.is_dir() and foreign.is_dir() and not dead.exists()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "fixtures/envtest/workdir.py _alive() uses os.kill(pid, 0), which succeeds for a zombie, "
-    "so dirs of a SIGKILLed run are kept while its orphans wait for PID 1 to reap them "
-    "(forever in containers whose PID 1 does not reap); ports._pid_alive has the same flaw"))
 def test_remove_stale_dirs_treats_a_zombie_owner_as_dead(tmp_path: Path) -> None:
     exited = subprocess.Popen([sys.executable, "-c", ""])
     try:
