@@ -5,6 +5,7 @@ from __future__ import annotations
 import kubernetes.client
 
 from envtest.controlplane import ControlPlane
+from envtest.polling import eventually
 
 
 def test_admin_readiness_serves_the_admin_and_makes_new_users_wait_for_bootstrap() -> None:
@@ -22,7 +23,9 @@ def test_admin_readiness_serves_the_admin_and_makes_new_users_wait_for_bootstrap
                               "name": "viewer"}]})
         client = viewer.api_client()
         try:
-            pods = kubernetes.client.CoreV1Api(client).list_namespaced_pod("early")
+            # RBAC reads bindings from a cache: a new binding takes effect within moments.
+            pods = eventually(lambda: kubernetes.client.CoreV1Api(client).list_namespaced_pod(
+                "early"), timeout=10, ignore=(kubernetes.client.ApiException,))
         finally:
             client.close()
         assert pods.items == []
