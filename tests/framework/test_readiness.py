@@ -18,7 +18,9 @@ def test_admin_readiness_serves_the_admin_and_makes_new_users_wait_for_bootstrap
             .create_namespaced_role_binding("early", {
                 "metadata": {"name": "viewer"},
                 "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                            "name": "view"},  # a bootstrap ClusterRole
+                            # a bootstrap ClusterRole ("view"/"edit" are aggregated, and
+                            # aggregation needs kube-controller-manager)
+                            "name": "cluster-admin"},
                 "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
                               "name": "viewer"}]})
         client = viewer.api_client()
