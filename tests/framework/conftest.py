@@ -1,0 +1,32 @@
+"""Fixtures shared by the framework tests; plain helpers are in framework_helpers.py."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from framework_helpers import REAL_DATA_HOME, WIDGET_CRD
+
+
+@pytest.fixture
+def widget_crd(install_crds: Callable[..., list[str]]) -> str:
+    """The Widget CRD, installed (idempotent: one apply per test, no-op after the first)."""
+    return install_crds(WIDGET_CRD)[0]
+
+
+@pytest.fixture
+def inner_pytester(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """``pytester`` whose subprocess runs find the cached binaries and never build any.
+
+    Modules using it declare ``pytest_plugins = ["pytester"]``.
+    """
+    pytester = request.getfixturevalue("pytester")
+    monkeypatch.setenv("XDG_DATA_HOME", REAL_DATA_HOME)
+    monkeypatch.setenv("ENVTEST_INSTALLED_ONLY", "1")
+    # The inner run is a session of its own, even when this one is an xdist worker.
+    for variable in ("ENVTEST_ARTIFACTS", "USE_EXISTING_CLUSTER", "ENVTEST_BACKEND",
+                     "PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT",
+                     "PYTEST_XDIST_TESTRUNUID", "PYTEST_ADDOPTS"):
+        monkeypatch.delenv(variable, raising=False)
+    return pytester
