@@ -159,7 +159,11 @@ class RayServiceController:
 
         self._refresh_derived(svc, status)
         if status_changed(old_status, status):
-            self._write_status(svc, status, log, "end of reconcile")
+            # An earlier write in this reconcile ("isHealthy && !isReady" without the gate) moved
+            # the resourceVersion on and put the written object in the cache: write over it
+            # rather than into a conflict with our own write.
+            latest = self.rayservices.store.get(key) or svc
+            self._write_status(latest, status, log, "end of reconcile")
         return Result(requeue)
 
     # ------------------------------------------------------------ status writes
