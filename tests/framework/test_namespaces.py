@@ -169,3 +169,13 @@ def test_namespace_fixture_cleanup_really_removes_the_namespace(
     result = inner_pytester.runpytest_subprocess("-p", "no:cacheprovider", timeout=120)
     result.assert_outcomes(passed=2)
     assert "namespace cleanup" not in result.stdout.str()  # the reaper reported no errors
+
+
+def test_make_namespace_gives_more_namespaces_cleaned_up_like_the_first(
+        make_namespace, namespace, k8s, request) -> None:
+    second = make_namespace("second")
+    assert second != namespace and second.startswith("second-")
+    assert k8s.core.read_namespace(second).status.phase == "Active"
+    from envtest.plugin import CONTEXT
+
+    assert request.node.stash[CONTEXT].namespaces == [namespace, second]

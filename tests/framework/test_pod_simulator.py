@@ -157,3 +157,16 @@ def test_simulator_stops_at_once(k8s: Clients, namespace: str) -> None:
     assert simulator.errors == []
     k8s.core.create_namespaced_pod(namespace, pod_body("after"))
     consistently(lambda: phase(k8s, namespace, "after") == "Pending", duration=0.3)
+
+
+def test_on_transition_reports_each_transition_as_it_happens(k8s, namespace) -> None:
+    seen: list[str] = []
+    simulator = PodSimulator(k8s.api_client, namespace=namespace, selector="live=yes",
+                             plan=PodPlan(ready_after=0.2),
+                             on_transition=lambda t: seen.append(f"{t.pod}:{t.state}"))
+    with simulator:
+        k8s.core.create_namespaced_pod(namespace, {
+            "metadata": {"name": "watched", "labels": {"live": "yes"}},
+            "spec": {"containers": [{"name": "c", "image": "busybox"}]}})
+        eventually(lambda: seen == ["watched:Running", "watched:Ready"], timeout=10)
+    assert [f"{t.pod}:{t.state}" for t in simulator.transitions] == seen
