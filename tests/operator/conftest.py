@@ -1,123 +1,17 @@
-"""Wiring of the Ray operator to the framework for envtest-style tests.
-
-The operator knows nothing of the framework and the framework nothing of Ray:
-this file joins them.  Every test here gets the Ray CRDs, a fleet of fake Ray
-Dashboards (real HTTP servers on loopback, one per RayCluster head) and a way
-to start the operator as its own user, by default bound only to the
-ClusterRole the operator ships (least privilege), so a missing RBAC verb fails
-the suite.  ``--ray-operator-admin`` runs it as a system:masters user instead.
-"""
+"""tests/operator: every test here gets the Ray CRDs installed (the Ray wiring fixtures
+``ray_operator``, ``dashboards`` and ``serve_policy`` live in the root conftest)."""
 
 from __future__ import annotations
 
-import sys
-import threading
-from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from envtest.polling import eventually
-from envtest.runner import RunningOperator
-from ray_operator import Operator, OperatorConfig
-from ray_operator.testing import FakeDashboardFleet, ServePolicy
-
 ROOT = Path(__file__).resolve().parents[2]
 CRDS = ROOT / "operator" / "config" / "crd"
-RBAC = ROOT / "operator" / "config" / "rbac" / "role.yaml"
-SAMPLES = ROOT / "operator" / "config" / "samples"
-
-def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption("--ray-operator-admin", action="store_true", default=False,
-                     help="run the Ray operator as an admin instead of under its ClusterRole")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if Path(str(item.fspath)).is_relative_to(Path(__file__).parent):
             item.add_marker(pytest.mark.envtest_crds(str(CRDS)))
-
-
-@pytest.fixture
-def serve_policy() -> ServePolicy:
-    """How a fake Dashboard's Serve apps behave once a config is submitted (override per test)."""
-    return ServePolicy()
-
-
-@pytest.fixture
-def dashboards(namespace: str, serve_policy: ServePolicy,
-               tmp_path: Path) -> Iterator[FakeDashboardFleet]:
-    """Fake Ray Dashboards, one per RayCluster, refusing connections until started.
-
-    The fleet keeps a map file too, so an operator in another process reaches them.
-    """
-    fleet = FakeDashboardFleet(namespace=namespace, serve_policy=serve_policy,
-                               map_file=tmp_path / "dashboards.json")
-    yield fleet
-    fleet.close()
-
-
-class RayOperatorHandle:
-    """A running Ray operator and what a test asks of it."""
-
-    def __init__(self, running: RunningOperator, operator: Operator | None) -> None:
-        self.running = running
-        self.operator = operator
-
-    @property
-    def user(self) -> str:
-        """The operator's user name, as the audit log shows it."""
-        return self.running.user.name
-
-    def logs(self) -> str:
-        return self.running.logs()
-
-    def stop(self) -> None:
-        self.running.stop()
-
-
-@pytest.fixture
-def ray_operator(request: pytest.FixtureRequest, run_operator: Callable[..., RunningOperator],
-                 dashboards: FakeDashboardFleet,
-                 namespace: str) -> Callable[..., RayOperatorHandle]:
-    """``ray_operator(serve_gate="none", mode="thread"|"process", **config)``: start it."""
-    least_privilege = not request.config.getoption("--ray-operator-admin")
-
-    def start(*, mode: str = "thread", name: str = "ray-operator",
-              cluster_roles: Any = RBAC if least_privilege else None,
-              **config: Any) -> RayOperatorHandle:
-        config.setdefault("namespace", namespace)
-        if mode == "process":
-            return _start_process(run_operator, dashboards, name, cluster_roles, config)
-        operator_holder: dict[str, Operator] = {}
-
-        def target(api_client: Any, stop: threading.Event) -> None:
-            operator = Operator(api_client, OperatorConfig(
-                dashboard_resolver=dashboards.resolver, **config))
-            operator_holder["operator"] = operator
-            operator.run(stop)
-
-        running = run_operator(target, name=name, cluster_roles=cluster_roles,
-                               loggers=("ray_operator",))
-        operator = eventually(lambda: operator_holder.get("operator"), timeout=10)
-        eventually(operator.started.is_set, timeout=60,
-                   message="the Ray operator's caches never synced")
-        return RayOperatorHandle(running, operator)
-
-    return start
-
-
-def _start_process(run_operator: Callable[..., RunningOperator], dashboards: FakeDashboardFleet,
-                   name: str, cluster_roles: Any, config: dict[str, Any]) -> RayOperatorHandle:
-    """The operator as a separate process (``python -m ray_operator``), reaching the fake
-    Dashboards through the map file the fleet keeps current."""
-    command = [sys.executable, "-m", "ray_operator", "--kubeconfig", "{kubeconfig}",
-               "--dashboard-resolver", "ray_operator.testing:file_resolver"]
-    if config.get("namespace"):
-        command += ["--namespace", str(config["namespace"])]
-    if config.get("serve_gate"):
-        command += ["--serve-gate", str(config["serve_gate"])]
-    running = run_operator(command, name=name, cluster_roles=cluster_roles,
-                           env={"RAY_OPERATOR_DASHBOARD_MAP": str(dashboards.map_file)})
-    return RayOperatorHandle(running, None)

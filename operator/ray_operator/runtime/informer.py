@@ -73,7 +73,8 @@ class Informer:
         self._handlers.append(handler)
 
     def run(self) -> None:
-        """Thread body: returns when halted, or after reporting a fatal (auth) error."""
+        """Thread body: returns when halted, or after reporting a fatal (auth) error met before
+        the first sync."""
         must_list = True
         failures = 0
         while not self._halt.is_set():
@@ -87,23 +88,33 @@ class Informer:
                 log.info("watch of %s expired (410 Gone); relisting", self.resource)
                 must_list = True
             except (Unauthorized, Forbidden) as exc:
-                self._on_fatal(
-                    PermissionError(f"cannot list/watch {self.resource}: {exc.message or exc}")
-                )
-                return
+                if not self.synced.is_set():
+                    self._on_fatal(
+                        PermissionError(f"cannot list/watch {self.resource}: {exc.message or exc}")
+                    )
+                    return
+                # Access was granted before: a refusal now comes from an apiserver still starting
+                # (its authorizer's caches not yet filled) or an RBAC edit in flight. Retry, as
+                # client-go's reflector does, instead of taking the whole operator down.
+                failures = self._retry_later(exc, failures)
             except Exception as exc:  # connection loss, 5xx, CRD not installed yet, ...
                 if self._halt.is_set():
                     return
-                failures += 1
-                self.last_error = exc
-                delay = min(0.2 * 2 ** min(failures, 6), 10.0)
-                log.warning(
-                    "list/watch of %s failed (%s); retrying in %.1fs",
-                    self.resource,
-                    describe_error(exc),
-                    delay,
-                )
-                self._halt.wait(delay)
+                failures = self._retry_later(exc, failures)
+
+    def _retry_later(self, exc: Exception, failures: int) -> int:
+        """Log the failure and wait out a growing delay; returns the new failure count."""
+        failures += 1
+        self.last_error = exc
+        delay = min(0.2 * 2 ** min(failures, 6), 10.0)
+        log.warning(
+            "list/watch of %s failed (%s); retrying in %.1fs",
+            self.resource,
+            describe_error(exc),
+            delay,
+        )
+        self._halt.wait(delay)
+        return failures
 
     def interrupt(self) -> None:
         """Unblock a thread reading the current watch (used on shutdown)."""
