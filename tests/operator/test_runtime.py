@@ -20,14 +20,13 @@ import ssl
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from envtest import ControlPlane, install_crds
+from envtest import ControlPlane
 from envtest.polling import add_watchdog, eventually, remove_watchdog
 from envtest.rbac import grant_cluster_roles
 from envtest.rest import MERGE_PATCH, request
@@ -155,18 +154,11 @@ def compact_etcd(control_plane: ControlPlane, revision: int) -> None:
 
 
 @pytest.fixture
-def uncached_control_plane() -> Iterator[ControlPlane]:
+def uncached_control_plane(make_control_plane) -> ControlPlane:
     """A control plane of the test's own whose apiserver serves watches from etcd directly: a
     watch resumed from a compacted revision then fails with 410 Gone, as on a busy cluster (the
     session's apiserver answers old versions from its watch cache instead)."""
-    control_plane = ControlPlane(apiserver_args={"watch-cache": "false"}).start()
-    add_watchdog(control_plane.check_alive)
-    try:
-        install_crds(control_plane.api_client(), [CRDS])
-        yield control_plane
-    finally:
-        remove_watchdog(control_plane.check_alive)
-        control_plane.stop()
+    return make_control_plane(crds=[CRDS], apiserver_args={"watch-cache": "false"})
 
 
 def test_expired_watch_relists_and_reconciles_what_changed_meanwhile(uncached_control_plane):

@@ -1,8 +1,9 @@
 """A control-plane process dies mid-test: the test fails fast and says so; a restart recovers.
 
-Each test runs its own control plane (it is killed on purpose) and registers
-it as a watchdog, as the plugin does for the session's clusters, so every wait
-notices the death on its next poll instead of running into its timeout.
+Each test runs its own control plane (it is killed on purpose) through the
+``make_control_plane`` fixture, which watches it like the session's clusters,
+so every wait notices the death on its next poll instead of running into its
+timeout.
 """
 
 from __future__ import annotations
@@ -11,25 +12,19 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator
 
 import pytest
 from kubernetes.client import CoreV1Api
 
 from envtest.controlplane import ControlPlane
 from envtest.errors import ProcessExitedError
-from envtest.polling import add_watchdog, eventually, remove_watchdog
+from envtest.polling import eventually
 
 
 @pytest.fixture
-def doomed() -> Iterator[ControlPlane]:
-    control_plane = ControlPlane().start()
-    add_watchdog(control_plane.check_alive)
-    try:
-        yield control_plane
-    finally:
-        remove_watchdog(control_plane.check_alive)
-        control_plane.stop()
+def doomed(make_control_plane) -> ControlPlane:
+    """Killed on purpose: a control plane of the test's own, watched like the session's."""
+    return make_control_plane()
 
 
 def _kill_later(pid: int, delay: float) -> threading.Timer:

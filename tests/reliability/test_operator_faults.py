@@ -12,13 +12,12 @@ import signal
 import textwrap
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from envtest import ControlPlane, install_crds
+from envtest import ControlPlane
 from envtest.errors import ProcessExitedError
 from envtest.polling import add_watchdog, consistently, eventually, remove_watchdog
 from envtest.rbac import grant_cluster_roles
@@ -206,17 +205,10 @@ def test_operator_crash_is_reported_with_its_traceback_and_the_next_test_starts_
 
 
 @pytest.fixture
-def own_control_plane() -> Iterator[ControlPlane]:
+def own_control_plane(make_control_plane) -> ControlPlane:
     """A control plane of this test's own (it is killed on purpose), watched like the
     session's: every wait fails as soon as one of its processes dies."""
-    control_plane = ControlPlane().start()
-    add_watchdog(control_plane.check_alive)
-    try:
-        install_crds(control_plane.api_client(), [CRDS])
-        yield control_plane
-    finally:
-        remove_watchdog(control_plane.check_alive)
-        control_plane.stop()
+    return make_control_plane(crds=[CRDS])
 
 
 def workers(api_client: Any, namespace: str, cluster: str) -> int:

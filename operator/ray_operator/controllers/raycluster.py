@@ -40,6 +40,7 @@ from .podbuilder import (
     head_ports,
     head_service_name,
 )
+from .status_write import replace_status
 from .statusdiff import status_changed
 from .validation import desired_worker_replicas, validate_cluster_spec, worker_replica_bounds
 
@@ -117,15 +118,8 @@ class RayClusterController:
         On a conflict the live object is put in the cache and the Conflict propagates, so the
         reconcile is retried on fresh data instead of overwriting someone else's write.
         """
-        namespace, name = meta(cluster)["namespace"], meta(cluster)["name"]
-        body = copy.deepcopy(cluster)
-        body["status"] = {**status, "lastUpdateTime": now_rfc3339()}
-        try:
-            written = self.ctx.kube.replace_status(RAYCLUSTERS, namespace, name, body)
-        except Conflict:
-            self.clusters.store.upsert(self.ctx.kube.get(RAYCLUSTERS, namespace, name))
-            raise
-        self.clusters.store.upsert(written)
+        replace_status(self.ctx.kube, self.clusters.store, RAYCLUSTERS, cluster,
+                       {**status, "lastUpdateTime": now_rfc3339()})
         log.info(
             "status written: state=%s available=%s desired=%s",
             status.get("state") or "-",

@@ -33,6 +33,7 @@ from .common import Obj, is_deleting, meta, owner_reference, random_suffix
 from .context import Context
 from .podbuilder import head_service_name
 from .raycluster import STATE_READY
+from .status_write import replace_status
 from .statusdiff import status_changed
 
 # JobDeploymentStatus values (KubeRay).
@@ -185,15 +186,7 @@ class RayJobController:
     def _write_status(self, job: Obj, status: Obj, log: KeyLogger, reason: str) -> None:
         """The one place RayJob status is written (PUT /status); on a conflict the live object
         goes into the cache and the Conflict propagates, so the reconcile reruns on fresh data."""
-        namespace, name = meta(job)["namespace"], meta(job)["name"]
-        body = copy.deepcopy(job)
-        body["status"] = status
-        try:
-            written = self.ctx.kube.replace_status(RAYJOBS, namespace, name, body)
-        except Conflict:
-            self.jobs.store.upsert(self.ctx.kube.get(RAYJOBS, namespace, name))
-            raise
-        self.jobs.store.upsert(written)
+        replace_status(self.ctx.kube, self.jobs.store, RAYJOBS, job, status)
         log.info(
             "status written (%s): deployment=%s job=%s",
             reason,

@@ -72,6 +72,7 @@ from .rayservice_status import (
     update_conditions,
 )
 from .serve_health import evaluate_serve
+from .status_write import replace_status
 from .statusdiff import status_changed
 
 _SKIPPED_ANNOTATIONS = ("kubectl.kubernetes.io/last-applied-configuration",)
@@ -175,15 +176,8 @@ class RayServiceController:
         reconcile reruns on fresh data instead of overwriting a newer status.
         """
         self._refresh_derived(svc, status)
-        namespace, name = meta(svc)["namespace"], meta(svc)["name"]
-        body = copy.deepcopy(svc)
-        body["status"] = {**status, "lastUpdateTime": _now()}
-        try:
-            written = self.ctx.kube.replace_status(RAYSERVICES, namespace, name, body)
-        except Conflict:
-            self.rayservices.store.upsert(self.ctx.kube.get(RAYSERVICES, namespace, name))
-            raise
-        self.rayservices.store.upsert(written)
+        replace_status(self.ctx.kube, self.rayservices.store, RAYSERVICES, svc,
+                       {**status, "lastUpdateTime": _now()})
         log.info(
             "status written (%s): serviceStatus=%s active=%s pending=%s",
             reason,
