@@ -402,3 +402,28 @@ def test_second_use_is_fast(default_binaries_version: Version) -> None:
     assert out.returncode == 0, out.stderr
     assert Path(out.stdout.strip(), "kube-apiserver").exists()
     assert elapsed < 1.0, f"a cached `envtest use` took {elapsed:.2f} s"
+
+
+def test_cli_list_and_cleanup(index_server: IndexServer, store_root: Path) -> None:
+    index_server.publish(FAKE_VERSION, GOOD_FILES)
+    url = f"{index_server.url}/index.yaml"
+    cli = [sys.executable, "-m", "envtest.cli"]
+    env = CLEAN_ENV | {"COLUMNS": "200"}
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*cli, *args], capture_output=True, text=True, env=env)
+
+    listed = run("list", "1.36", "--bin-dir", str(store_root), "--index", url)
+    assert listed.returncode == 0, listed.stderr
+    assert FAKE_VERSION in listed.stdout and "obtainable" in listed.stdout
+    assert run("use", FAKE_VERSION, "--bin-dir", str(store_root), "--index", url).returncode == 0
+    listed = run("list", "1.36", "--bin-dir", str(store_root), "--index", url)
+    assert "installed" in listed.stdout and "obtainable" not in listed.stdout
+
+    kept = run("cleanup", "--bin-dir", str(store_root))  # no version named: nothing installed goes
+    assert "name versions (or 'all')" in kept.stdout
+    assert BinaryStore(store_root).installed() != []
+    removed = run("cleanup", FAKE_VERSION, "--bin-dir", str(store_root))
+    assert removed.returncode == 0 and "removed" in removed.stdout
+    assert BinaryStore(store_root).installed() == []
+    assert not (store_root / "k8s" / f"{FAKE_VERSION}-{platform_suffix()}").exists()
