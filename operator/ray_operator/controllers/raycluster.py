@@ -40,9 +40,9 @@ from .podbuilder import (
     head_ports,
     head_service_name,
 )
-from .status_write import replace_status
 from .statusdiff import status_changed
 from .validation import desired_worker_replicas, validate_cluster_spec, worker_replica_bounds
+from .writes import replace_status
 
 STATE_READY = "ready"
 STATE_UNHEALTHY = "unhealthy"

@@ -24,7 +24,7 @@ from ..constants import (
 )
 from ..dashboard import DashboardClient, DashboardError, JobAlreadyExists
 from ..resources import RAYCLUSTERS, RAYJOBS
-from ..runtime import AlreadyExists, ApiError, Conflict, KeyLogger, NotFound, Result
+from ..runtime import ApiError, Conflict, KeyLogger, NotFound, Result
 from ..runtime.mapping import owned_handler, primary_handler
 from ..runtime.retry import update_with_retry
 from ..runtime.store import labels_match
@@ -33,8 +33,8 @@ from .common import Obj, is_deleting, meta, owner_reference, random_suffix
 from .context import Context
 from .podbuilder import head_service_name
 from .raycluster import STATE_READY
-from .status_write import replace_status
 from .statusdiff import status_changed
+from .writes import create_ray_cluster, replace_status
 
 # JobDeploymentStatus values (KubeRay).
 INITIALIZING = "Initializing"
@@ -221,15 +221,7 @@ class RayJobController:
             },
             "spec": copy.deepcopy(spec["rayClusterSpec"]),
         }
-        try:
-            cluster = self.ctx.kube.create(RAYCLUSTERS, namespace, body)
-        except AlreadyExists:
-            cluster = self.ctx.kube.get(RAYCLUSTERS, namespace, name)
-        else:
-            log.info("created RayCluster %s", name)
-            self.ctx.recorder.normal(job, "Created", f"Created RayCluster {name}")
-        self.clusters.store.upsert(cluster)
-        return cluster
+        return create_ray_cluster(self.ctx, self.clusters.store, job, body, log)
 
     def _after_completion(self, job: Obj, status: Obj, log: KeyLogger) -> Result | None:
         """With ``shutdownAfterJobFinishes``, delete the cluster ``ttlSecondsAfterFinished`` after

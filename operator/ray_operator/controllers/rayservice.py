@@ -72,8 +72,8 @@ from .rayservice_status import (
     update_conditions,
 )
 from .serve_health import evaluate_serve
-from .status_write import replace_status
 from .statusdiff import status_changed
+from .writes import create_ray_cluster, replace_status
 
 _SKIPPED_ANNOTATIONS = ("kubectl.kubernetes.io/last-applied-configuration",)
 
@@ -273,15 +273,7 @@ class RayServiceController:
             },
             "spec": copy.deepcopy(config),
         }
-        try:
-            cluster = self.ctx.kube.create(RAYCLUSTERS, namespace, body)
-        except AlreadyExists:
-            cluster = self.ctx.kube.get(RAYCLUSTERS, namespace, name)
-        else:
-            log.info("created RayCluster %s", name)
-            self.ctx.recorder.normal(svc, "Created", f"Created RayCluster {name}")
-        self.clusters.store.upsert(cluster)
-        return cluster
+        return create_ray_cluster(self.ctx, self.clusters.store, svc, body, log)
 
     def _propagate_scaling(self, cluster: Obj, config: Obj, log: KeyLogger) -> None:
         """Copy edits of worker replicas/workersToDelete made in the RayService to its cluster.
