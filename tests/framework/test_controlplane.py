@@ -556,7 +556,8 @@ _CLAIMER = textwrap.dedent("""
     ports = []
     for _ in range(4):
         ports += free_ports(100, claim_dir=claim_dir)
-    print(json.dumps(ports))
+    print(json.dumps(ports), flush=True)
+    sys.stdin.readline()  # stay alive: a dead (even unreaped) owner's claims are free again
 """)
 
 
@@ -572,9 +573,11 @@ def test_two_processes_claiming_at_once_get_distinct_ports(tmp_path: Path) -> No
         claimer.stdin.flush()
     results = []
     for claimer in claimers:
-        out, _ = claimer.communicate(timeout=60)
+        assert claimer.stdout is not None
+        results.append(json.loads(claimer.stdout.readline()))
+    for claimer in claimers:
+        claimer.communicate("exit\n", timeout=60)
         assert claimer.returncode == 0
-        results.append(json.loads(out))
     first, second = results
     assert len(set(first)) == len(first) == 400 and len(set(second)) == len(second) == 400
     assert not set(first) & set(second)
