@@ -97,20 +97,25 @@ def ray_operator(request: pytest.FixtureRequest, run_operator: Callable[..., Run
 
     def start(*, mode: str = "thread", name: str = "ray-operator",
               cluster_roles: Any = OPERATOR_RBAC if least_privilege else None,
+              cluster: Any = None, api_host: str | None = None,
               **config: Any) -> RayOperatorHandle:
+        """``cluster``: a test's own control plane instead of the session's; ``api_host``:
+        reach the apiserver at another address (a proxy the test controls)."""
         config.setdefault("namespace", namespace)
         if mode == "process":
             return _start_process(run_operator, dashboards, name, cluster_roles, config)
         operator_holder: dict[str, Operator] = {}
 
         def target(api_client: Any, stop: threading.Event) -> None:
+            if api_host:
+                api_client.configuration.host = api_host
             operator = Operator(api_client, OperatorConfig(
                 dashboard_resolver=dashboards.resolver, **config))
             operator_holder["operator"] = operator
             operator.run(stop)
 
         running = run_operator(target, name=name, cluster_roles=cluster_roles,
-                               loggers=("ray_operator",))
+                               loggers=("ray_operator",), cluster=cluster)
         operator = eventually(lambda: operator_holder.get("operator"), timeout=10)
         eventually(operator.started.is_set, timeout=60,
                    message="the Ray operator's caches never synced")

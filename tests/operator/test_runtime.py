@@ -27,12 +27,9 @@ import httpx
 import pytest
 
 from envtest import ControlPlane
-from envtest.polling import add_watchdog, eventually, remove_watchdog
-from envtest.rbac import grant_cluster_roles
+from envtest.polling import eventually
 from envtest.rest import MERGE_PATCH, request
-from envtest.runner import ThreadOperator
 from envtest.webhooks import allow, deny
-from ray_operator import Operator, OperatorConfig
 from ray_operator.resources import PODS, RAYCLUSTERS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -161,27 +158,18 @@ def uncached_control_plane(make_control_plane) -> ControlPlane:
     return make_control_plane(crds=[CRDS], apiserver_args={"watch-cache": "false"})
 
 
-def test_expired_watch_relists_and_reconciles_what_changed_meanwhile(uncached_control_plane):
+def test_expired_watch_relists_and_reconciles_what_changed_meanwhile(uncached_control_plane,
+                                                                    ray_operator):
     cp = uncached_control_plane
     admin = cp.api_client()
     namespace = "gone"
     request(admin, "POST", "/api/v1/namespaces", body={"metadata": {"name": namespace}})
     partition = Partition(cp.apiserver.port)
-    user = "ray-operator-gone"
-    grant_cluster_roles(admin, user, RBAC)
-    holder: dict[str, Operator] = {}
-
-    def target(api_client: Any, stop: threading.Event) -> None:
-        api_client.configuration.host = partition.url  # every request goes through the proxy
-        holder["operator"] = Operator(api_client, OperatorConfig(
-            namespace=namespace, controllers=("raycluster",), error_requeue_seconds=0.2))
-        holder["operator"].run(stop)
-
-    running = ThreadOperator("gone", cp.add_user(user), target, 10.0, ("ray_operator",))
-    add_watchdog(running.check)
     try:
-        operator = eventually(lambda: holder.get("operator"), timeout=10)
-        eventually(operator.started.is_set, timeout=30, message="caches never synced")
+        handle = ray_operator(cluster=cp, api_host=partition.url,  # all through the proxy
+                              name="gone", namespace=namespace, controllers=("raycluster",),
+                              error_requeue_seconds=0.2)
+        running, operator = handle.running, handle.operator
         clusters = operator.informers.informer(RAYCLUSTERS)
         pods = operator.informers.informer(PODS)
         path = f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/rayclusters"
@@ -214,8 +202,6 @@ def test_expired_watch_relists_and_reconciles_what_changed_meanwhile(uncached_co
         assert "410 Gone" in running.logs() and "relisting" in running.logs()
         running.check()
     finally:
-        remove_watchdog(running.check)
-        running.stop()
         partition.close()
 
 

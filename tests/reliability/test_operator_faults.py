@@ -10,7 +10,6 @@ import os
 import re
 import signal
 import textwrap
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -19,11 +18,8 @@ import pytest
 
 from envtest import ControlPlane
 from envtest.errors import ProcessExitedError
-from envtest.polling import add_watchdog, consistently, eventually, remove_watchdog
-from envtest.rbac import grant_cluster_roles
+from envtest.polling import consistently, eventually
 from envtest.rest import MERGE_PATCH, request
-from envtest.runner import ThreadOperator
-from ray_operator import Operator, OperatorConfig
 
 pytest_plugins = ["pytester"]
 
@@ -222,48 +218,33 @@ def workers(api_client: Any, namespace: str, cluster: str) -> int:
 
 @pytest.mark.parametrize("component", ["kube-apiserver", "etcd"])
 def test_killed_control_plane_fails_fast_and_the_operator_recovers_after_restart(
-        own_control_plane: ControlPlane, component: str) -> None:
+        own_control_plane: ControlPlane, ray_operator: Any, component: str) -> None:
     cp = own_control_plane
     admin = cp.api_client()
     namespace = "survivor"
     request(admin, "POST", "/api/v1/namespaces", body={"metadata": {"name": namespace}})
-    user = "ray-operator-survivor"
-    grant_cluster_roles(admin, user, RBAC)
-    holder: dict[str, Operator] = {}
+    running = ray_operator(cluster=cp, name="survivor", namespace=namespace,
+                           controllers=("raycluster",), error_requeue_seconds=0.2).running
+    path = f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/rayclusters"
+    request(admin, "POST", path, body={"apiVersion": f"{GROUP}/{VERSION}",
+                                       "kind": "RayCluster", "metadata": {"name": "rc"},
+                                       "spec": cluster_spec(1)})
+    eventually(lambda: workers(admin, namespace, "rc") == 1, timeout=10)
 
-    def target(api_client: Any, stop: threading.Event) -> None:
-        holder["operator"] = Operator(api_client, OperatorConfig(
-            namespace=namespace, controllers=("raycluster",), error_requeue_seconds=0.2))
-        holder["operator"].run(stop)
+    os.kill(cp.pids[component], signal.SIGKILL)
+    started = time.monotonic()
+    with pytest.raises(ProcessExitedError) as died:
+        eventually(lambda: workers(admin, namespace, "rc") == 5, timeout=60,
+                   message="a wait that cannot succeed")
+    assert time.monotonic() - started < 5, "the death must fail the wait at once"
+    assert died.value.name == component
+    assert f"{component} exited with code -9" in str(died.value)
+    running.check()  # the operator itself survives the outage
 
-    running = ThreadOperator("survivor", cp.add_user(user), target, 10.0, ("ray_operator",))
-    add_watchdog(running.check)
-    try:
-        eventually(lambda: holder.get("operator") and holder["operator"].started.is_set(),
-                   timeout=30, message="the operator's caches never synced")
-        path = f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/rayclusters"
-        request(admin, "POST", path, body={"apiVersion": f"{GROUP}/{VERSION}",
-                                           "kind": "RayCluster", "metadata": {"name": "rc"},
-                                           "spec": cluster_spec(1)})
-        eventually(lambda: workers(admin, namespace, "rc") == 1, timeout=10)
-
-        os.kill(cp.pids[component], signal.SIGKILL)
-        started = time.monotonic()
-        with pytest.raises(ProcessExitedError) as died:
-            eventually(lambda: workers(admin, namespace, "rc") == 5, timeout=60,
-                       message="a wait that cannot succeed")
-        assert time.monotonic() - started < 5, "the death must fail the wait at once"
-        assert died.value.name == component
-        assert f"{component} exited with code -9" in str(died.value)
-        running.check()  # the operator itself survives the outage
-
-        cp.restart(component)
-        request(admin, "PATCH", f"{path}/rc", content_type=MERGE_PATCH,
-                body={"spec": {"workerGroupSpecs": cluster_spec(3)["workerGroupSpecs"]}})
-        eventually(lambda: workers(admin, namespace, "rc") == 3, timeout=30,
-                   message="the operator never converged after the restart")
-        consistently(lambda: workers(admin, namespace, "rc") == 3, duration=0.5)
-        running.check()
-    finally:
-        remove_watchdog(running.check)
-        running.stop()
+    cp.restart(component)
+    request(admin, "PATCH", f"{path}/rc", content_type=MERGE_PATCH,
+            body={"spec": {"workerGroupSpecs": cluster_spec(3)["workerGroupSpecs"]}})
+    eventually(lambda: workers(admin, namespace, "rc") == 3, timeout=30,
+               message="the operator never converged after the restart")
+    consistently(lambda: workers(admin, namespace, "rc") == 3, duration=0.5)
+    running.check()
