@@ -20,10 +20,8 @@ from typing import Any
 
 import pytest
 
+from envtest import OperatorHandle, Version, eventually
 from envtest.binaries import Resolver
-from envtest.polling import eventually
-from envtest.runner import RunningOperator
-from envtest.versions import Version
 from ray_operator import Operator, OperatorConfig
 from ray_operator.testing import FakeDashboardFleet, ServePolicy
 
@@ -72,7 +70,7 @@ def dashboards(namespace: str, serve_policy: ServePolicy,
 class RayOperatorHandle:
     """A running Ray operator and what a test asks of it."""
 
-    def __init__(self, running: RunningOperator, operator: Operator | None) -> None:
+    def __init__(self, running: OperatorHandle, operator: Operator | None) -> None:
         self.running = running
         self.operator = operator
 
@@ -89,7 +87,7 @@ class RayOperatorHandle:
 
 
 @pytest.fixture
-def ray_operator(request: pytest.FixtureRequest, run_operator: Callable[..., RunningOperator],
+def ray_operator(request: pytest.FixtureRequest, run_operator: Callable[..., OperatorHandle],
                  dashboards: FakeDashboardFleet,
                  namespace: str) -> Callable[..., RayOperatorHandle]:
     """``ray_operator(serve_gate="none", mode="thread"|"process", **config)``: start it."""
@@ -124,7 +122,7 @@ def ray_operator(request: pytest.FixtureRequest, run_operator: Callable[..., Run
     return start
 
 
-def _start_process(run_operator: Callable[..., RunningOperator], dashboards: FakeDashboardFleet,
+def _start_process(run_operator: Callable[..., OperatorHandle], dashboards: FakeDashboardFleet,
                    name: str, cluster_roles: Any, config: dict[str, Any]) -> RayOperatorHandle:
     """The operator as a separate process (``python -m ray_operator``), reaching the fake
     Dashboards through the map file the fleet keeps current; returns once its caches synced."""

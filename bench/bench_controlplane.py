@@ -52,7 +52,7 @@ def child(version: str, readiness: str) -> int:
     """Start, measure and stop one ControlPlane; print one JSON line."""
     import psutil
 
-    from envtest.controlplane import ControlPlane
+    from envtest import ControlPlane
 
     started = time.perf_counter()
     control_plane = ControlPlane(version, readiness=readiness)

@@ -20,10 +20,15 @@ from pathlib import Path
 
 import psutil
 
-from envtest.controlplane import ControlPlane
-from envtest.crds import install_crds
-from envtest.namespaces import NamespaceReaper, create_namespace, delete_namespace, namespace_name
-from envtest.rest import request
+from envtest import (
+    ControlPlane,
+    NamespaceReaper,
+    create_namespace,
+    delete_namespace,
+    install_crds,
+    namespace_name,
+    request,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"

@@ -49,10 +49,17 @@ import psutil
 from rich.console import Console
 from rich.table import Table
 
-from envtest import AuditLog, ControlPlane, PodPlan, PodSimulator, create_namespace, install_crds
-from envtest.progress import ConsoleProgress
-from envtest.rbac import grant_cluster_roles
-from envtest.rest import request
+from envtest import (
+    AuditLog,
+    ConsoleProgress,
+    ControlPlane,
+    PodPlan,
+    PodSimulator,
+    create_namespace,
+    grant_cluster_roles,
+    install_crds,
+    request,
+)
 from ray_operator import Operator, OperatorConfig
 from ray_operator.testing import FakeDashboardFleet
 from ray_operator.testing.fake_dashboard import SERVE_PATH

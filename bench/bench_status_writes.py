@@ -24,9 +24,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from bench.scenario import CRDS, GATES, ROOT, ScenarioResult, Timing, operator_stage
-from envtest import ControlPlane, install_crds
-from envtest.progress import ConsoleProgress
+from envtest import ConsoleProgress, ControlPlane, install_crds
+from tests.support.ray_scenario import CRDS, GATES, ROOT, ScenarioResult, Timing, operator_stage
 
 RESULTS = ROOT / "bench" / "results"
 KUBERAY = {"head-pod": 13, "none": 47}  # the seed's figures (cluster initialisation)

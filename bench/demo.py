@@ -30,7 +30,8 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from bench.scenario import (
+from envtest import ConsoleProgress, ControlPlane, install_crds
+from tests.support.ray_scenario import (
     CRDS,
     DASHBOARD,
     GATES,
@@ -44,8 +45,6 @@ from bench.scenario import (
     Timing,
     operator_stage,
 )
-from envtest import ControlPlane, install_crds
-from envtest.progress import ConsoleProgress
 
 RESULTS = ROOT / "bench" / "results"
 DESCRIPTION = {"head-pod": "with the gate (after the seed's change)",

@@ -18,8 +18,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from envtest import ConsoleProgress
 from envtest.binaries import Resolver
-from envtest.progress import ConsoleProgress
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"

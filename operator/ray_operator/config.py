@@ -6,11 +6,13 @@ import os
 from dataclasses import dataclass, field
 from typing import Literal
 
+from .controllers.registry import CONTROLLER_TYPES
 from .dashboard import DashboardResolver, default_dashboard_resolver
 
 ServeGate = Literal["head-pod", "none"]
 SERVE_GATES: tuple[str, ...] = ("head-pod", "none")
-CONTROLLERS: tuple[str, ...] = ("raycluster", "rayservice", "rayjob")
+CONTROLLERS: tuple[str, ...] = tuple(CONTROLLER_TYPES)
+"""The names of the controllers there are (all run by default), from ``controllers.registry``."""
 DEFAULT_REQUEUE_ENV = "RAYCLUSTER_DEFAULT_REQUEUE_SECONDS_ENV"
 
 

@@ -31,7 +31,8 @@ CREATED_BY_RAYJOB = "rayjob"
 
 ANNOTATION_CLUSTER_HASH = "ray.io/cluster-hash"
 # The worker scaling fields (replicas, workersToDelete) last copied from a RayService to one of its
-# clusters; lets the RayService tell its own edits apart from the autoscaler's (see rayservice.py).
+# clusters; lets the RayService tell its own edits apart from the autoscaler's
+# (see controllers/rayservice/clusters.py).
 ANNOTATION_SERVICE_SCALING = "ray.io/rayservice-worker-scaling"
 
 RAYJOB_FINALIZER = "ray.io/rayjob-finalizer"

@@ -2,6 +2,7 @@
 
 ``Operator.run`` blocks the calling thread, so a test can run the operator in a thread of its
 own process and stop it with an Event; the CLI runs the same thing in the main thread.
+``Operator.controller(name)`` gives the running controllers and the records they keep.
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
 from kubernetes import config as kube_config
@@ -19,20 +19,11 @@ from kubernetes.client import ApiClient, Configuration
 from .config import OperatorConfig
 from .constants import COMPONENT
 from .controllers.context import Context
-from .controllers.raycluster import RayClusterController
-from .controllers.rayjob import RayJobController
-from .controllers.rayservice import RayServiceController
+from .controllers.registry import CONTROLLER_TYPES
 from .dashboard import new_http_client
 from .runtime import Controller, EventRecorder, InformerFactory, KubeClient, describe_error
-from .runtime.controller import Reconciler
 
 log = logging.getLogger("ray_operator.manager")
-
-CONTROLLER_TYPES: dict[str, Callable[[Context], Reconciler]] = {
-    "raycluster": RayClusterController,
-    "rayservice": RayServiceController,
-    "rayjob": RayJobController,
-}
 # Two events cannot be waited on together; waiting on one in slices this long lets the other
 # (the caller's stop, the operator's own halt on a fatal error) be noticed promptly.
 _WAIT_SLICE = 0.05
@@ -46,6 +37,7 @@ class Operator:
         """Set once the caches are synced and the controllers are running."""
         self.informers: InformerFactory | None = None
         """The shared informers of the current run (for diagnostics, e.g. their ``relists``)."""
+        self._controllers: dict[str, Controller] = {}
         self._halt = threading.Event()
         self._fatal: BaseException | None = None
         self._fatal_lock = threading.Lock()
@@ -70,14 +62,14 @@ class Operator:
         for name in self.config.controllers:
             reconciler = CONTROLLER_TYPES[name](ctx)
             controller = Controller(
-                name,
-                reconciler.reconcile,
+                reconciler,
                 workers=self.config.workers,
                 backoff_base_seconds=self.config.backoff_base_seconds,
                 backoff_max_seconds=self.config.backoff_max_seconds,
             )
             reconciler.register(controller.enqueue)
             controllers.append(controller)
+        self._controllers = {c.name: c for c in controllers}
 
         threads = [
             threading.Thread(target=i.run, name=f"informer-{i.resource}", daemon=True)
@@ -103,6 +95,20 @@ class Operator:
             http.close()
         if self._fatal is not None:
             raise self._fatal
+
+    def controller(self, name: str) -> Controller:
+        """The controller ``name`` of this run (``raycluster``, ``rayservice``, ``rayjob``).
+
+        It exists from early in ``run`` (before ``started`` is set) and stays readable after
+        ``run`` returns. Its ``retries`` holds a ``Retry`` per failed reconcile; its
+        ``reconciler`` is the implementation, e.g. the ``RayServiceController`` with its
+        ``gate_skips``. Raises LookupError for a controller not enabled, or before ``run``.
+        """
+        try:
+            return self._controllers[name]
+        except KeyError:
+            running = ", ".join(self._controllers) or "none yet"
+            raise LookupError(f"no controller {name!r} in this run (running: {running})") from None
 
     def _fail(self, error: BaseException) -> None:
         with self._fatal_lock:

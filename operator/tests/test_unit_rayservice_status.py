@@ -1,6 +1,7 @@
 import re
 
-from ray_operator.controllers import rayservice_status as rs
+from ray_operator.controllers import rayservice_status
+from ray_operator.controllers.rayservice import status as rs
 
 
 def cond(status, kind):
@@ -59,3 +60,8 @@ def test_dashboard_health_keeps_last_healthy_time_when_failing():
         "lastUpdateTime": "t1",
         "healthLastUpdateTime": "t0",
     }
+
+
+def test_the_old_module_path_is_the_same_vocabulary():
+    for name in rayservice_status.__all__:
+        assert getattr(rayservice_status, name) is getattr(rs, name)

@@ -8,6 +8,7 @@ scoped: two diverging definitions would fight over the same name).
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -56,3 +57,10 @@ def pod_body(name: str, labels: dict[str, str] | None = None,
             "metadata": {"name": name, "labels": labels or {}},
             "spec": {"containers": [{"name": c, "image": f"example.com/{c}:1"}
                                     for c in containers]}}
+
+
+def unused_port() -> int:
+    """A loopback port nothing listens on (at the moment of asking)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])

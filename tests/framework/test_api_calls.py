@@ -11,11 +11,7 @@ import pytest
 from framework_helpers import pod_body
 from kubernetes.client.rest import ApiException
 
-from envtest.backends import Cluster
-from envtest.clients import Clients
-from envtest.namespaces import create_namespace, namespace_name
-from envtest.plugin import REAPER_USER, ApiCalls, ClusterEntry
-from envtest.pods import set_pod_running
+from envtest import ApiCalls, Clients, Cluster, namespace_name, set_pod_running
 
 ADMIN = "envtest-admin"
 
@@ -143,22 +139,3 @@ def test_each_test_starts_from_zero(round_: int, api_calls: ApiCalls, k8s: Clien
                                     namespace: str) -> None:
     k8s.core.create_namespaced_config_map(namespace, config_map("same-name"))
     assert api_calls.count(verb="create", resource="configmaps") == 1
-
-
-def test_background_namespace_cleanup_acts_as_its_own_user(api_calls: ApiCalls,
-                                                           envtest_entry: ClusterEntry,
-                                                           k8s: Clients) -> None:
-    # Earlier tests' namespaces are swept while later tests run: not the tests' own calls.
-    if envtest_entry.reaper is None:
-        pytest.skip("namespace cleanup is not in the background in this run")
-    name = namespace_name("swept-here")
-    create_namespace(k8s.api_client, name)
-    k8s.core.create_namespaced_config_map(name, config_map("x"))
-    envtest_entry.reaper.reap(name)
-    envtest_entry.reaper.wait(name)
-    sweeps = api_calls.calls(user=REAPER_USER, namespace=name,
-                             verb=["delete", "deletecollection"])
-    assert len(sweeps) > 1  # asked for by user: there
-    assert api_calls.count(namespace=name, verb=["delete", "deletecollection"]) == 0  # else not
-    assert api_calls.count(user=ADMIN, verb=["delete", "deletecollection"]) == 0
-    assert REAPER_USER not in api_calls.summary()

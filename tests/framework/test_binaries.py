@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import json
 import os
 import stat
 import subprocess
@@ -24,18 +23,18 @@ from pathlib import Path
 
 import pytest
 import yaml
+from framework_helpers import unused_port
 
-from envtest.binaries import BinaryStore, Resolver
-from envtest.binaries.cache import platform_suffix
-from envtest.binaries.gobuild import parse_kubernetes_gomod, staging_version, toolchain_for
-from envtest.errors import (
+from envtest import (
     BinaryNotFoundError,
     BuildError,
     CacheError,
     DownloadError,
+    Version,
     VersionError,
+    VersionSpec,
 )
-from envtest.versions import Version, VersionSpec
+from envtest.binaries import BinaryStore, Resolver, platform_suffix
 
 FAKE_VERSION = "1.36.99"
 
@@ -163,9 +162,7 @@ def test_index_404_gives_a_clear_error(index_server: IndexServer, store_root: Pa
 
 
 def test_unreachable_index_gives_a_clear_error(store_root: Path) -> None:
-    from envtest.ports import free_ports
-
-    (port,) = free_ports(1)  # nothing listens there
+    port = unused_port()
     with pytest.raises(DownloadError) as failure:
         Resolver("1.36", bin_dir=store_root, index_url=f"http://127.0.0.1:{port}/index.yaml",
                  environ=CLEAN_ENV).published_versions()
@@ -338,35 +335,6 @@ def test_published_versions_come_from_the_go_module_proxy(store_root: Path) -> N
     assert all(v.major == 1 for v in versions)
 
 
-# -- the Go build's per-version facts ------------------------------------------------------
-
-
-def _module_file(module: str, version: str, path: str) -> str:
-    out = subprocess.run(["go", "mod", "download", "-json", f"{module}@{version}"],
-                         capture_output=True, text=True, check=True)
-    info = json.loads(out.stdout)
-    return (Path(info["Dir"]) / path).read_text() if path else Path(info["GoMod"]).read_text()
-
-
-def test_build_facts_come_from_the_versions_own_go_mod(
-        default_binaries_version: Version) -> None:
-    tag = default_binaries_version.tag
-    facts = parse_kubernetes_gomod(_module_file("k8s.io/kubernetes", tag, ""),
-                                   _module_file("k8s.io/kubernetes", tag, "hack/lib/etcd.sh"))
-    assert "k8s.io/api" in facts.staging_modules and "k8s.io/client-go" in facts.staging_modules
-    assert facts.go_version.startswith("1.")
-    assert any(line.startswith("godebug") for line in facts.godebug)
-    assert facts.etcd_version.count(".") == 2
-    assert staging_version(default_binaries_version) == (
-        f"v0.{default_binaries_version.minor}.{default_binaries_version.patch}")
-
-
-def test_toolchain_choice() -> None:
-    assert toolchain_for("1.25.0", "1.26.8") == "local"
-    assert toolchain_for("1.27", "1.26.8") == "go1.27.0"
-    assert toolchain_for("1.27.3", "1.26.8") == "go1.27.3"
-
-
 def test_missing_go_is_reported_with_alternatives(store_root: Path) -> None:
     with pytest.raises(BuildError) as failure:
         Resolver("1.36.3", bin_dir=store_root, environ={"PATH": "/nonexistent"}).resolve()
@@ -375,20 +343,6 @@ def test_missing_go_is_reported_with_alternatives(store_root: Path) -> None:
 
 
 # -- the real binaries ----------------------------------------------------------------------
-
-
-@pytest.mark.slow
-def test_real_binaries_report_their_versions(default_binaries_version: Version) -> None:
-    binaries = Resolver(str(default_binaries_version)).resolve().binaries
-    apiserver = subprocess.run([binaries.kube_apiserver, "--version"], capture_output=True,
-                               text=True, check=True).stdout.strip()
-    assert apiserver == f"Kubernetes {default_binaries_version.tag}"
-    etcd_sh = _module_file("k8s.io/kubernetes", default_binaries_version.tag, "hack/lib/etcd.sh")
-    pinned = parse_kubernetes_gomod("go 1.0\nk8s.io/api => ./staging/src/k8s.io/api\n",
-                                    etcd_sh).etcd_version
-    etcd = subprocess.run([binaries.etcd, "--version"], capture_output=True, text=True,
-                          check=True).stdout
-    assert f"etcd Version: {pinned}" in etcd
 
 
 def test_second_use_is_fast(default_binaries_version: Version) -> None:

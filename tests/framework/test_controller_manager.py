@@ -12,10 +12,7 @@ import psutil
 import pytest
 from kubernetes.client.rest import ApiException
 
-from envtest.controlplane import ControlPlane
-from envtest.existing import ExistingCluster
-from envtest.polling import eventually
-from envtest.waiting import deleted, wait_for
+from envtest import ControlPlane, ExistingCluster, deleted, eventually, wait_for
 
 CONTROLLERS = ("garbagecollector", "namespace", "serviceaccount", "serviceaccount-token")
 with_controllers = pytest.mark.envtest_controllers(*CONTROLLERS)
@@ -91,7 +88,7 @@ def test_without_controllers_no_controller_manager_runs(envtest, k8s) -> None:
     # nothing collects the child here ...
     assert _exists(k8s.core.read_namespaced_config_map, "child", "orphan-collected-by-us")
     # ... but the framework's namespace cleanup still removes everything
-    from envtest.namespaces import delete_namespace
+    from envtest import delete_namespace
 
     delete_namespace(k8s.api_client, "orphan-collected-by-us")
     assert not _exists(k8s.core.read_namespace, "orphan-collected-by-us")

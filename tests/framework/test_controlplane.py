@@ -34,14 +34,20 @@ import yaml
 from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from framework_helpers import unused_port
 from kubernetes.client.rest import ApiException
 
-import envtest.controlplane as controlplane_module
-from envtest.controlplane import ADMIN_USER, ControlPlane
-from envtest.errors import ControlPlaneError, ProcessExitedError, StartTimeoutError
-from envtest.polling import eventually
-from envtest.ports import free_ports, port_in_use
-from envtest.workdir import PREFIX, record_owners, remove_stale_dirs
+from envtest import (
+    ADMIN_USER,
+    ConfigurationError,
+    ControlPlane,
+    ControlPlaneError,
+    ExistingCluster,
+    ProcessExitedError,
+    StartTimeoutError,
+    UnsupportedError,
+    eventually,
+)
 
 BIN_DIR = Path(sys.executable).parent
 KUBECTL = BIN_DIR / "kubectl"
@@ -482,7 +488,7 @@ def test_audit_log_counts_a_namespace_create(cp: ControlPlane,
 
 
 def test_existing_cluster_gives_the_same_interface(cp: ControlPlane) -> None:
-    existing = ControlPlane.existing(kubeconfig=cp.kubeconfig_path)
+    existing = ExistingCluster(cp.kubeconfig_path)
     with existing:
         assert existing.server == cp.server
         assert existing.version == cp.version
@@ -491,8 +497,14 @@ def test_existing_cluster_gives_the_same_interface(cp: ControlPlane) -> None:
         names = {ns.metadata.name for ns in namespaces.items}
         assert "default" in names
         existing.check_alive()
-        with pytest.raises(ControlPlaneError, match="audit"):
+        # What it cannot do is declared, and asking for it names the cluster and the way out.
+        assert not (existing.capabilities.audit or existing.capabilities.restart
+                    or existing.capabilities.detach)
+        assert cp.capabilities.audit and cp.capabilities.restart and cp.capabilities.detach
+        with pytest.raises(UnsupportedError, match="existing cluster does not support audit"):
             existing.audit_log  # noqa: B018
+        with pytest.raises(UnsupportedError, match="restart"):
+            existing.restart("kube-apiserver")
     existing.stop()  # idempotent
     with pytest.raises(ControlPlaneError):
         existing.server  # noqa: B018
@@ -500,8 +512,7 @@ def test_existing_cluster_gives_the_same_interface(cp: ControlPlane) -> None:
 
 def test_existing_cluster_that_does_not_answer_names_the_kubeconfig(
         cp: ControlPlane, tmp_path: Path) -> None:
-    (nowhere,) = free_ports(1, claim_dir=tmp_path / "claims")
-    assert not port_in_use(nowhere)
+    nowhere = unused_port()
     document = yaml.safe_load(cp.kubeconfig_path.read_text())
     document["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{nowhere}"
     kubeconfig = tmp_path / "nowhere.kubeconfig"
@@ -509,117 +520,18 @@ def test_existing_cluster_that_does_not_answer_names_the_kubeconfig(
 
     started = time.monotonic()
     with pytest.raises(ControlPlaneError) as error:
-        ControlPlane.existing(kubeconfig=kubeconfig).start()
+        ExistingCluster(kubeconfig).start()
     assert str(kubeconfig) in str(error.value)
     assert f"127.0.0.1:{nowhere}" in str(error.value)
     assert time.monotonic() - started < 30
 
     missing = tmp_path / "missing.kubeconfig"
     with pytest.raises(ControlPlaneError) as missing_error:
-        ControlPlane.existing(kubeconfig=missing).start()
+        ExistingCluster(missing).start()
     assert str(missing) in str(missing_error.value)
 
 
 # -- ports ---------------------------------------------------------------------------
-
-
-def test_free_ports_never_returns_a_port_someone_listens_on(tmp_path: Path) -> None:
-    listeners = []
-    try:
-        for _ in range(20):
-            listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            listener.bind(("127.0.0.1", 0))
-            listener.listen()
-            listeners.append(listener)
-        busy = {s.getsockname()[1] for s in listeners}
-        assert all(port_in_use(port) for port in busy)
-        handed_out: list[int] = []
-        for _ in range(30):
-            ports = free_ports(5, claim_dir=tmp_path)
-            assert len(set(ports)) == 5
-            assert not set(ports) & busy
-            assert not [p for p in ports if port_in_use(p)]
-            handed_out += ports
-        # Claims last: the same process is never handed a port twice.
-        assert len(handed_out) == len(set(handed_out))
-    finally:
-        for listener in listeners:
-            listener.close()
-
-
-_CLAIMER = textwrap.dedent("""
-    import json, sys
-    from pathlib import Path
-    from envtest.ports import free_ports
-    claim_dir = Path(sys.argv[1])
-    sys.stdin.readline()  # both claimers start together
-    ports = []
-    for _ in range(4):
-        ports += free_ports(100, claim_dir=claim_dir)
-    print(json.dumps(ports), flush=True)
-    sys.stdin.readline()  # stay alive: a dead (even unreaped) owner's claims are free again
-""")
-
-
-def test_two_processes_claiming_at_once_get_distinct_ports(tmp_path: Path) -> None:
-    # 400 ports each from ~28k ephemeral ones: without claims about six would collide.
-    claim_dir = tmp_path / "claims"
-    claimers = [subprocess.Popen([sys.executable, "-c", _CLAIMER, str(claim_dir)],
-                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-                for _ in range(2)]
-    for claimer in claimers:
-        assert claimer.stdin is not None
-        claimer.stdin.write("go\n")
-        claimer.stdin.flush()
-    results = []
-    for claimer in claimers:
-        assert claimer.stdout is not None
-        results.append(json.loads(claimer.stdout.readline()))
-    for claimer in claimers:
-        claimer.communicate("exit\n", timeout=60)
-        assert claimer.returncode == 0
-    first, second = results
-    assert len(set(first)) == len(first) == 400 and len(set(second)) == len(second) == 400
-    assert not set(first) & set(second)
-    for claimer, ports in zip(claimers, results, strict=True):
-        owners = {(claim_dir / str(port)).read_text() for port in ports}
-        assert owners == {str(claimer.pid)}
-
-
-@pytest.mark.parametrize("lost", ["etcd-client", "kube-apiserver"])
-def test_a_port_lost_to_a_race_is_retried_with_new_ports(
-        version: str, lost: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """The first ports handed out include one another process already listens on."""
-    index = {"etcd-client": 0, "kube-apiserver": 2}[lost]
-    thief = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    thief.bind(("127.0.0.1", 0))
-    thief.listen()
-    stolen = thief.getsockname()[1]
-    handed: list[list[int]] = []
-
-    def racy_free_ports(count: int, *args: object, **kwargs: object) -> list[int]:
-        ports = free_ports(count, *args, **kwargs)  # type: ignore[arg-type]
-        if not handed:
-            ports[index] = stolen
-        handed.append(list(ports))
-        return ports
-
-    monkeypatch.setattr(controlplane_module, "free_ports", racy_free_ports)
-    control_plane = ControlPlane(version)
-    try:
-        control_plane.start()
-        assert len(handed) == 2, handed
-        assert stolen not in handed[1]
-        assert control_plane.apiserver is not None and control_plane.etcd is not None
-        assert stolen not in (control_plane.apiserver.port, control_plane.etcd.client_port)
-        component = "etcd" if lost == "etcd-client" else "kube-apiserver"
-        log = control_plane.log_paths[component].read_text()
-        assert f"127.0.0.1:{stolen}" in log and "address already in use" in log
-        namespaces = kubernetes.client.CoreV1Api(control_plane.api_client()).list_namespace()
-        assert "default" in {ns.metadata.name for ns in namespaces.items}
-    finally:
-        control_plane.stop()
-        thief.close()
 
 
 # -- lifecycle -----------------------------------------------------------------------
@@ -872,7 +784,7 @@ def test_start_timeout_is_configurable(version: str, monkeypatch: pytest.MonkeyP
     assert ControlPlane(version).start_timeout == 7.5
     assert ControlPlane(version, start_timeout=3).start_timeout == 3
     monkeypatch.setenv("ENVTEST_START_TIMEOUT", "soon")
-    with pytest.raises(ControlPlaneError, match="ENVTEST_START_TIMEOUT"):
+    with pytest.raises(ConfigurationError, match="ENVTEST_START_TIMEOUT='soon' is not a number"):
         ControlPlane(version)
 
 
@@ -880,7 +792,7 @@ def test_start_timeout_is_configurable(version: str, monkeypatch: pytest.MonkeyP
 
 _OWNER = textwrap.dedent("""
     import json, os, sys, time
-    from envtest.controlplane import ControlPlane
+    from envtest import ControlPlane
     control_plane = ControlPlane(sys.argv[1]).start()
     print(json.dumps({"pid": os.getpid(), "pids": control_plane.pids,
                       "dirs": [str(control_plane.workdir), str(control_plane.data_root)]}),
@@ -925,37 +837,6 @@ def test_sigkill_of_the_owner_leaves_nothing_running(version: str, tmp_path: Pat
     with ControlPlane(version) as next_run:
         assert next_run.workdir not in dirs
         assert not [d for d in dirs if d.exists()], "stale dirs of the dead run were kept"
-
-
-def _make_owned_dir(root: Path, label: str, owners: list[int]) -> Path:
-    path = root / f"{PREFIX}{label}"
-    path.mkdir(mode=0o700)
-    record_owners(path, owners)
-    return path
-
-
-def test_remove_stale_dirs_removes_dead_owners_and_keeps_live_ones(tmp_path: Path) -> None:
-    finished = subprocess.Popen([sys.executable, "-c", ""])
-    finished.wait()  # reaped: its pid is free
-    live = _make_owned_dir(tmp_path, "cp-live", [os.getpid()])
-    mixed = _make_owned_dir(tmp_path, "cp-mixed", [finished.pid, os.getpid()])
-    dead = _make_owned_dir(tmp_path, "cp-dead", [finished.pid])
-    foreign = tmp_path / "not-ours"
-    foreign.mkdir()
-    record_owners(foreign, [finished.pid])
-    assert remove_stale_dirs([tmp_path]) == [dead]
-    assert live.is_dir() and mixed.is_dir() and foreign.is_dir() and not dead.exists()
-
-
-def test_remove_stale_dirs_treats_a_zombie_owner_as_dead(tmp_path: Path) -> None:
-    exited = subprocess.Popen([sys.executable, "-c", ""])
-    try:
-        eventually(lambda: psutil.Process(exited.pid).status() == psutil.STATUS_ZOMBIE,
-                   timeout=10)
-        stale = _make_owned_dir(tmp_path, "cp-zombie", [exited.pid])
-        assert remove_stale_dirs([tmp_path]) == [stale]
-    finally:
-        exited.wait()
 
 
 def test_sigterm_of_the_owner_stops_children_and_removes_dirs(version: str,

@@ -11,10 +11,7 @@ import pytest
 import yaml
 from kubernetes.client.rest import ApiException
 
-from envtest.clients import Clients
-from envtest.crds import uninstall_crds
-from envtest.errors import ResourceError
-from envtest.manifests import RestMapper
+from envtest import Clients, ResourceError, RestMapper, uninstall_crds
 
 pytest_plugins = ["pytester"]
 

@@ -24,7 +24,7 @@ INNER = textwrap.dedent("""
     import os
     import sys
 
-    from envtest.polling import eventually
+    from envtest import eventually
 
 
     def test_fails_with_objects_and_an_operator(namespace, k8s, run_operator):

@@ -13,10 +13,7 @@ from typing import Any
 import kubernetes.client
 import pytest
 
-from envtest.backends import Cluster
-from envtest.clients import Clients
-from envtest.kubeconfig import api_client_from_kubeconfig
-from envtest.namespaces import namespace_name
+from envtest import Clients, Cluster, api_client_from_kubeconfig, namespace_name
 
 _SEEN = pytest.StashKey[dict[str, Any]]()
 

@@ -8,9 +8,14 @@ import pytest
 from framework_helpers import WIDGET_CRD, pod_body, widget
 from kubernetes.client.rest import ApiException
 
-from envtest.clients import Clients
-from envtest.namespaces import NamespaceReaper, create_namespace, delete_namespace, namespace_name
-from envtest.pods import set_pod_running
+from envtest import (
+    Clients,
+    NamespaceReaper,
+    create_namespace,
+    delete_namespace,
+    namespace_name,
+    set_pod_running,
+)
 
 pytest_plugins = ["pytester"]
 
@@ -130,7 +135,7 @@ def test_namespace_fixture_cleanup_really_removes_the_namespace(
         from pathlib import Path
 
         from conftest import WIDGET_CRD
-        from envtest.polling import eventually
+        from envtest import eventually
 
         RECORD = Path("namespaces.json")
 
@@ -172,10 +177,11 @@ def test_namespace_fixture_cleanup_really_removes_the_namespace(
 
 
 def test_make_namespace_gives_more_namespaces_cleaned_up_like_the_first(
-        make_namespace, namespace, k8s, request) -> None:
+        make_namespace, namespace, k8s, envtest_diagnostics) -> None:
     second = make_namespace("second")
     assert second != namespace and second.startswith("second-")
     assert k8s.core.read_namespace(second).status.phase == "Active"
-    from envtest.plugin import CONTEXT
-
-    assert request.node.stash[CONTEXT].namespaces == [namespace, second]
+    # Both are the test's: a failure report shows the objects and events of each.
+    titles = list(envtest_diagnostics())
+    assert [t for t in titles if t.startswith("objects in namespace")] == [
+        f"objects in namespace {namespace}", f"objects in namespace {second}"]

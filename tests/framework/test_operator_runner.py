@@ -27,15 +27,24 @@ from framework_helpers import WIDGET_GROUP, WIDGET_PLURAL, WIDGET_VERSION, widge
 from kubernetes import watch
 from kubernetes.client import ApiException, AuthenticationV1Api, CoreV1Api, CustomObjectsApi
 
-from envtest.backends import Cluster
-from envtest.clients import Clients
-from envtest.plugin import ApiCalls, Pods
-from envtest.polling import add_watchdog, consistently, eventually, remove_watchdog
-from envtest.runner import OperatorCrashed, ProcessOperator, RunningOperator, ThreadOperator
+from envtest import (
+    ApiCalls,
+    Clients,
+    Cluster,
+    OperatorCrashed,
+    OperatorHandle,
+    Pods,
+    ProcessOperator,
+    ThreadOperator,
+    add_watchdog,
+    consistently,
+    eventually,
+    remove_watchdog,
+)
 
 GROUP, VERSION, PLURAL = WIDGET_GROUP, WIDGET_VERSION, WIDGET_PLURAL
 log = logging.getLogger("widget-controller")
-RunOperator = Callable[..., RunningOperator]
+RunOperator = Callable[..., OperatorHandle]
 
 # -- the controller under test ---------------------------------------------------------------
 
@@ -201,7 +210,7 @@ def pod_phase(k8s: Clients, namespace: str, name: str) -> str:
 
 @pytest.fixture(params=["thread", "process"])
 def widget_operator(request: pytest.FixtureRequest, run_operator: RunOperator,
-                    widget_crd: str, namespace: str, tmp_path: Path) -> RunningOperator:
+                    widget_crd: str, namespace: str, tmp_path: Path) -> OperatorHandle:
     if request.param == "thread":
         return run_operator(functools.partial(run_widget_controller, namespace=namespace),
                             name="widgets", loggers=["widget-controller"])
@@ -214,7 +223,7 @@ def widget_operator(request: pytest.FixtureRequest, run_operator: RunOperator,
 
 
 def test_widget_controller_waits_for_a_running_ready_pod_and_writes_status_once(
-        widget_operator: RunningOperator, k8s: Clients, namespace: str, pods: Pods,
+        widget_operator: OperatorHandle, k8s: Clients, namespace: str, pods: Pods,
         wait_for: Callable[..., dict[str, Any]], api_calls: ApiCalls) -> None:
     user = f"pytest-envtest:{widget_operator.name}"
     assert widget_operator.user.name == user

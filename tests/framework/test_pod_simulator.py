@@ -9,11 +9,16 @@ from typing import Any
 
 from framework_helpers import pod_body
 
-from envtest.clients import Clients
-from envtest.pods import pod_is_ready
-from envtest.podsim import PodPlan, PodSimulator
-from envtest.polling import consistently, eventually
-from envtest.rest import request, watch
+from envtest import (
+    Clients,
+    PodPlan,
+    PodSimulator,
+    consistently,
+    eventually,
+    pod_is_ready,
+    request,
+    watch,
+)
 
 Simulator = Callable[..., PodSimulator]
 
@@ -131,7 +136,7 @@ def test_pod_ips_are_distinct(pod_simulator: Simulator, k8s: Clients, namespace:
 
 def test_pods_in_other_namespaces_are_left_alone(pod_simulator: Simulator, k8s: Clients,
                                                 namespace: str, envtest: Any) -> None:
-    from envtest.namespaces import create_namespace, delete_namespace, namespace_name
+    from envtest import create_namespace, delete_namespace, namespace_name
 
     other = namespace_name("podsim-other")
     create_namespace(k8s.api_client, other)

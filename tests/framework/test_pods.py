@@ -10,11 +10,7 @@ from typing import Any
 import pytest
 from framework_helpers import pod_body
 
-from envtest.clients import Clients
-from envtest.errors import ResourceError
-from envtest.plugin import ApiCalls, Pods
-from envtest.pods import pod_is_ready, update_pod_status
-from envtest.rest import request
+from envtest import ApiCalls, Clients, Pods, ResourceError, pod_is_ready, request, update_pod_status
 
 OLD = "2020-01-01T00:00:00Z"
 CONDITIONS = {"PodScheduled", "Initialized", "PodReadyToStartContainers", "ContainersReady",

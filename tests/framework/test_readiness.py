@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import kubernetes.client
+import pytest
 
-from envtest.controlplane import ControlPlane
-from envtest.polling import eventually
+from envtest import ConfigurationError, ControlPlane
 
 
 def test_admin_readiness_serves_the_admin_and_makes_new_users_wait_for_bootstrap() -> None:
@@ -13,28 +13,32 @@ def test_admin_readiness_serves_the_admin_and_makes_new_users_wait_for_bootstrap
         admin = kubernetes.client.CoreV1Api(control_plane.api_client())
         admin.create_namespace({"metadata": {"name": "early"}})  # usable at once
 
-        viewer = control_plane.add_user("viewer")  # waits for the bootstrap roles
-        kubernetes.client.RbacAuthorizationV1Api(control_plane.api_client()) \
-            .create_namespaced_role_binding("early", {
-                "metadata": {"name": "viewer"},
-                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                            # a bootstrap ClusterRole ("view"/"edit" are aggregated, and
-                            # aggregation needs kube-controller-manager)
-                            "name": "cluster-admin"},
-                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
-                              "name": "viewer"}]})
+        # add_user returns only once the bootstrap RBAC exists, so the new user's very first
+        # requests succeed: no retry here.  (Started this moment, the apiserver is still in
+        # the bootstrap's fixed one-second pause: without the wait in add_user, both 403.)
+        viewer = control_plane.add_user("viewer")
         client = viewer.api_client()
         try:
-            # RBAC reads bindings from a cache: a new binding takes effect within moments.
-            pods = eventually(lambda: kubernetes.client.CoreV1Api(client).list_namespaced_pod(
-                "early"), timeout=10, ignore=(kubernetes.client.ApiException,))
+            # Discovery and self-review are granted to every authenticated user by bootstrap
+            # ClusterRoleBindings (system:discovery, system:basic-user).
+            kubernetes.client.CoreApi(client).get_api_versions()
+            review = kubernetes.client.AuthenticationV1Api(client).create_self_subject_review(
+                {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"})
         finally:
             client.close()
-        assert pods.items == []
+        assert review.status.user_info.username == "viewer"
         scheduling = kubernetes.client.SchedulingV1Api(control_plane.api_client())
         names = {p.metadata.name for p in scheduling.list_priority_class().items}
         assert {"system-cluster-critical", "system-node-critical"} <= names
 
 
-def test_full_readiness_is_the_default_of_the_class() -> None:
+def test_admin_readiness_is_the_one_default_and_the_environment_can_change_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ENVTEST_READINESS", raising=False)
+    assert ControlPlane().readiness == "admin"
+    monkeypatch.setenv("ENVTEST_READINESS", "full")
     assert ControlPlane().readiness == "full"
+    assert ControlPlane(readiness="admin").readiness == "admin"
+    monkeypatch.setenv("ENVTEST_READINESS", "eventually")
+    with pytest.raises(ConfigurationError, match="ENVTEST_READINESS='eventually': choose one"):
+        ControlPlane()

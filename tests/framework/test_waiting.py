@@ -12,12 +12,17 @@ import pytest
 from framework_helpers import pod_body, widget
 from kubernetes.client.rest import ApiException
 
-from envtest.clients import Clients
-from envtest.errors import WaitTimeoutError
-from envtest.plugin import Pods
-from envtest.pods import pod_is_ready
-from envtest.polling import add_watchdog, consistently, eventually, remove_watchdog
-from envtest.waiting import deleted
+from envtest import (
+    Clients,
+    Pods,
+    WaitTimeoutError,
+    add_watchdog,
+    consistently,
+    deleted,
+    eventually,
+    pod_is_ready,
+    remove_watchdog,
+)
 
 WaitFor = Callable[..., dict[str, Any]]
 

@@ -7,8 +7,7 @@ import json
 import pytest
 from kubernetes.client.rest import ApiException
 
-from envtest.errors import ResourceError
-from envtest.webhooks import allow, deny, patch
+from envtest import ResourceError, admission
 
 GROUP = "webhooks.example.com"
 GADGET_CRD = {
@@ -52,15 +51,15 @@ def _webhook(kind: str, name: str, path: str) -> dict:
 def validate_replicas(request: dict) -> dict:
     spec = request["object"].get("spec") or {}
     if spec.get("minReplicas", 0) > spec.get("maxReplicas", 0):
-        return deny(f"minReplicas ({spec['minReplicas']}) must not exceed maxReplicas "
+        return admission.deny(f"minReplicas ({spec['minReplicas']}) must not exceed maxReplicas "
                     f"({spec['maxReplicas']})")
-    return allow()
+    return admission.allow()
 
 
 def default_tier(request: dict) -> dict:
     if "tier" in (request["object"].get("spec") or {}):
-        return allow()
-    return patch([{"op": "add", "path": "/spec/tier", "value": "standard"}])
+        return admission.allow()
+    return admission.patch([{"op": "add", "path": "/spec/tier", "value": "standard"}])
 
 
 def gadget(name: str, **spec: object) -> dict:

@@ -10,8 +10,7 @@ from typing import Any
 
 import yaml
 
-from envtest.plugin import CONTEXT, collect_diagnostics
-from envtest.polling import eventually
+from envtest import eventually
 
 RBAC = Path(__file__).resolve().parents[2] / "operator" / "config" / "rbac" / "role.yaml"
 ROLE = yaml.safe_load(RBAC.read_text())
@@ -61,8 +60,8 @@ def test_the_shipped_cluster_role_is_enough(ray_operator, apply, k8s, namespace,
     assert not [str(c) for c in calls if c.code == 403]
 
 
-def test_a_missing_verb_is_caught_with_the_forbidden_message(request, ray_operator, apply,
-                                                             namespace, api_calls):
+def test_a_missing_verb_is_caught_with_the_forbidden_message(envtest_diagnostics, ray_operator,
+                                                             apply, namespace, api_calls):
     role = role_without("pods", "create",
                         f"ray-operator-no-pod-create-{namespace}"[:63].rstrip("-"))
     op = ray_operator(name="ray-operator-no-pod-create", cluster_roles=role)
@@ -80,7 +79,7 @@ def test_a_missing_verb_is_caught_with_the_forbidden_message(request, ray_operat
                            succeeded=True) == 1
 
     # What a failing test's report would show (the plugin's own diagnostics).
-    sections = {s.title: s.text for s in collect_diagnostics(request.node.stash[CONTEXT])}
+    sections = envtest_diagnostics()
     assert forbidden in sections["operator ray-operator-no-pod-create logs"]
     table = sections["API calls during the test"]
     assert any(op.user in line and " create " in line and line.rstrip().endswith("403")

@@ -8,8 +8,7 @@ from typing import Any
 
 import pytest
 
-from envtest.polling import consistently, eventually
-from envtest.rest import MERGE_PATCH, request
+from envtest import MERGE_PATCH, consistently, eventually, request
 
 GROUP, VERSION, PLURAL = "ray.io", "v1", "rayclusters"
 CONTAINER = {"name": "ray", "image": "rayproject/ray:2.9.0"}

@@ -8,10 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from envtest.pods import pod_is_ready
-from envtest.podsim import PodPlan
-from envtest.polling import consistently, eventually
-from envtest.rest import MERGE_PATCH, request
+from envtest import MERGE_PATCH, PodPlan, consistently, eventually, pod_is_ready, request
 
 GROUP, VERSION, PLURAL = "ray.io", "v1", "rayclusters"
 CLUSTER_LABELS = ("ray.io/cluster", "ray.io/node-type", "ray.io/group", "ray.io/identifier",

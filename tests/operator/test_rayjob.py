@@ -8,9 +8,7 @@ from typing import Any
 
 import pytest
 
-from envtest.polling import consistently, eventually
-from envtest.rest import request
-from envtest.waiting import deleted
+from envtest import consistently, deleted, eventually, request
 
 GROUP, VERSION = "ray.io", "v1"
 JOBS = "/api/jobs/"

@@ -14,7 +14,6 @@
 
 from __future__ import annotations
 
-import re
 import socket
 import ssl
 import threading
@@ -26,10 +25,7 @@ from typing import Any
 import httpx
 import pytest
 
-from envtest import ControlPlane
-from envtest.polling import eventually
-from envtest.rest import MERGE_PATCH, request
-from envtest.webhooks import allow, deny
+from envtest import MERGE_PATCH, ControlPlane, admission, eventually, request
 from ray_operator.resources import PODS, RAYCLUSTERS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -243,7 +239,7 @@ def test_status_write_conflict_is_retried_on_fresh_data(ray_operator, apply, k8s
             current.setdefault("status", {})["reason"] = "written by another controller"
             k8s.custom.replace_namespaced_custom_object_status(
                 GROUP, VERSION, namespace, "rayclusters", review["name"], current)
-        return allow()
+        return admission.allow()
 
     webhooks.route("/race", another_writer_first).install(
         webhook_config(f"race-{uuid.uuid4().hex[:10]}", namespace, "/race", ["rayclusters/status"],
@@ -269,9 +265,10 @@ def test_status_write_conflict_is_retried_on_fresh_data(ray_operator, apply, k8s
     assert len(other) == 1 and other[0].offset < conflicts[0].offset
     assert any(c.succeeded and c.offset > conflicts[0].offset for c in mine), \
         "the conflicting write was never retried"
-    logs = op.logs()
-    assert re.search(rf"conflict \(.*\); retrying in [0-9.]+s controller=raycluster "
-                     rf"key={namespace}/contested", logs), logs
+    retries = [r for r in op.operator.controller("raycluster").retries
+               if r.key == f"{namespace}/contested"]
+    assert [r.reason for r in retries] == ["conflict"], retries
+    assert "the object has been modified" in retries[0].message
 
 
 # -- exceptions and back-off -----------------------------------------------------------------
@@ -288,12 +285,12 @@ def test_reconcile_exception_is_retried_with_growing_backoff_and_logged_with_its
     def frozen_finalizers(review: dict[str, Any]) -> dict[str, Any]:
         """A policy engine that refuses the operator's first few updates of RayJobs."""
         if review["userInfo"]["username"] != op.user:
-            return allow()
+            return admission.allow()
         attempts.append(time.monotonic())
         if len(attempts) <= DENIALS:
-            return deny(f"policy test-freeze: RayJob updates are frozen (attempt "
+            return admission.deny(f"policy test-freeze: RayJob updates are frozen (attempt "
                         f"{len(attempts)})")
-        return allow()
+        return admission.allow()
 
     webhooks.route("/freeze", frozen_finalizers).install(
         webhook_config(f"freeze-{uuid.uuid4().hex[:10]}", namespace, "/freeze", ["rayjobs"]))
@@ -311,15 +308,12 @@ def test_reconcile_exception_is_retried_with_growing_backoff_and_logged_with_its
     # (The gaps themselves are lower-bounded only: on a loaded machine a short back-off can
     # take longer than the next one, so growth is asserted on the delays the operator chose.)
 
-    key = f"key={namespace}/stuck"
-    failures = [line for line in op.logs().splitlines()
-                if "reconcile failed; retrying in" in line]
-    assert len(failures) == DENIALS, op.logs()
-    assert all("controller=rayjob" in line and key in line for line in failures), failures
-    logged = [float(re.search(r"retrying in ([0-9.]+)s", line).group(1)) for line in failures]
-    assert logged == pytest.approx(expected)
-    assert "policy test-freeze: RayJob updates are frozen (attempt 1)" in op.logs()
-    assert "Traceback" in op.logs()
+    retries = [r for r in op.operator.controller("rayjob").retries
+               if r.key == f"{namespace}/stuck"]
+    assert [r.reason for r in retries] == ["error"] * DENIALS, retries
+    assert [r.delay_seconds for r in retries] == pytest.approx(expected)
+    assert "policy test-freeze: RayJob updates are frozen (attempt 1)" in retries[0].message
+    assert "Traceback" in op.logs()  # a human reading the log gets the whole story
     denied = api_calls.calls(user=op.user, verb="update", resource="rayjobs",
                              subresource="", namespace=namespace)
     assert [c.code for c in denied] == [403] * DENIALS + [200]

@@ -17,10 +17,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from bench.scenario import ScenarioResult, Timing, run_scenario
-from envtest import create_namespace, delete_namespace
-from envtest.namespaces import namespace_name
+from envtest import create_namespace, delete_namespace, namespace_name
 from ray_operator.testing import ServePolicy
+from tests.support.ray_scenario import ScenarioResult, Timing, run_scenario
 
 TIMING = Timing()
 GATED_LIMIT = 13  # the seed's figure after the change

@@ -16,9 +16,7 @@ import time
 import pytest
 from kubernetes.client import CoreV1Api
 
-from envtest.controlplane import ControlPlane
-from envtest.errors import ProcessExitedError
-from envtest.polling import eventually
+from envtest import ControlPlane, ProcessExitedError, eventually
 
 
 @pytest.fixture

@@ -23,8 +23,11 @@ from pathlib import Path
 import psutil
 import pytest
 
-from envtest.polling import eventually
-from envtest.workdir import PREFIX
+from envtest import eventually
+
+#: How the framework names its private dirs (pytest-envtest-<label>-<pid>-...): observable
+#: behaviour, since a user looks for leftovers by this name.
+PREFIX = "pytest-envtest-"
 
 pytestmark = pytest.mark.reliability
 
@@ -32,7 +35,7 @@ CONTROL_PLANE_NAMES = {"etcd", "kube-apiserver", "kube-controller-manager"}
 ROUNDS = 20
 INNER_TEST = textwrap.dedent('''
     import threading
-    from envtest.polling import consistently
+    from envtest import consistently
 
     def idle_operator(api_client, stop):
         stop.wait()

@@ -16,10 +16,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from envtest.controlplane import ControlPlane
-from envtest.diagnostics import REDACTED, namespace_objects
-from envtest.namespaces import create_namespace
-from envtest.rest import request
+from envtest import REDACTED, ControlPlane, create_namespace, namespace_objects, request
 
 
 def _needles(control_plane: ControlPlane, value: str) -> dict[str, str]:

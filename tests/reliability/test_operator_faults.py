@@ -16,10 +16,7 @@ from typing import Any
 
 import pytest
 
-from envtest import ControlPlane
-from envtest.errors import ProcessExitedError
-from envtest.polling import consistently, eventually
-from envtest.rest import MERGE_PATCH, request
+from envtest import MERGE_PATCH, ControlPlane, ProcessExitedError, consistently, eventually, request
 
 pytest_plugins = ["pytester"]
 
@@ -145,7 +142,7 @@ REAL_DATA_HOME = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" /
 INNER = textwrap.dedent('''
     import threading
 
-    from envtest.polling import eventually
+    from envtest import eventually
     from ray_operator import Operator, OperatorConfig
 
 

@@ -1,11 +1,14 @@
-"""Small helpers shared by the controllers."""
+"""Helpers the controllers share: generated names, owner references and Pod state.
+
+Plain object access (``Obj``, ``meta``, labels, annotations, deletion) lives in
+``runtime.objects``, below the controllers, so the runtime reads objects the same way.
+"""
 
 from __future__ import annotations
 
 import secrets
-from typing import Any
 
-Obj = dict[str, Any]
+from ..runtime.objects import Obj, is_deleting, meta
 
 # apimachinery's rand.String alphabet: lowercase alphanumerics without vowels and look-alikes,
 # so generated names never spell words and read unambiguously.
@@ -14,22 +17,6 @@ _ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 
 def random_suffix(length: int = 5) -> str:
     return "".join(secrets.choice(_ALPHABET) for _ in range(length))
-
-
-def meta(obj: Obj | None) -> Obj:
-    return (obj or {}).get("metadata") or {}
-
-
-def labels_of(obj: Obj | None) -> dict[str, str]:
-    return meta(obj).get("labels") or {}
-
-
-def annotations_of(obj: Obj | None) -> dict[str, str]:
-    return meta(obj).get("annotations") or {}
-
-
-def is_deleting(obj: Obj) -> bool:
-    return bool(meta(obj).get("deletionTimestamp"))
 
 
 def owner_reference(owner: Obj) -> Obj:

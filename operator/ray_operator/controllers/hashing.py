@@ -13,7 +13,7 @@ import hashlib
 import json
 from typing import Any
 
-from .common import Obj
+from ..runtime.objects import Obj
 
 
 def _without_scaling_fields(cluster_spec: Obj) -> Obj:

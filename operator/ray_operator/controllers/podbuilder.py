@@ -22,7 +22,8 @@ from ..constants import (
     NODE_HEAD,
     NODE_WORKER,
 )
-from .common import Obj, labels_of, meta, owner_reference
+from ..runtime.objects import Obj, labels_of, meta
+from .common import owner_reference
 
 
 def head_service_name(cluster_name: str) -> str:
@@ -76,7 +77,7 @@ def _pod(cluster: Obj, group_spec: Obj, node_type: str, group: str, generate_nam
     cluster_meta = meta(cluster)
     name, namespace = cluster_meta["name"], cluster_meta["namespace"]
     template = copy.deepcopy(group_spec.get("template") or {})
-    template_meta = template.get("metadata") or {}
+    template_meta = meta(template)
     pod_labels = {**(template_meta.get("labels") or {}), **node_labels(cluster, node_type, group)}
     spec = template.get("spec") or {}
     head = node_type == NODE_HEAD

@@ -22,16 +22,9 @@ from ..constants import (
 from ..resources import PODS, RAYCLUSTERS, SERVICES
 from ..runtime import AlreadyExists, ApiError, Conflict, Invalid, KeyLogger, NotFound, Result
 from ..runtime.mapping import owned_handler, primary_handler
+from ..runtime.objects import Obj, is_deleting, labels_of, meta
 from ..runtime.timeutil import now_rfc3339
-from .common import (
-    Obj,
-    is_deleting,
-    labels_of,
-    meta,
-    pod_alive,
-    pod_phase,
-    pod_running_and_ready,
-)
+from .common import pod_alive, pod_phase, pod_running_and_ready
 from .context import Context
 from .podbuilder import (
     build_head_pod,

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
-from typing import Any
 
 import yaml
 
@@ -26,10 +25,11 @@ from ..dashboard import DashboardClient, DashboardError, JobAlreadyExists
 from ..resources import RAYCLUSTERS, RAYJOBS
 from ..runtime import ApiError, Conflict, KeyLogger, NotFound, Result
 from ..runtime.mapping import owned_handler, primary_handler
+from ..runtime.objects import Obj, is_deleting, meta
 from ..runtime.retry import update_with_retry
 from ..runtime.store import labels_match
 from ..runtime.timeutil import from_epoch_ms, now_rfc3339, seconds_since
-from .common import Obj, is_deleting, meta, owner_reference, random_suffix
+from .common import owner_reference, random_suffix
 from .context import Context
 from .podbuilder import head_service_name
 from .raycluster import STATE_READY
@@ -308,7 +308,7 @@ class RayJobController:
             self.ctx.recorder.normal(job, "Stopped", f"Stopped job {job_id} (RayJob deleted)")
 
 
-def _selector_problem(spec: dict[str, Any]) -> str:
+def _selector_problem(spec: Obj) -> str:
     if spec.get("clusterSelector"):
         return f"no RayCluster matches clusterSelector {spec['clusterSelector']}"
     return "the RayJob has neither rayClusterSpec nor clusterSelector"

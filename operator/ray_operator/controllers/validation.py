@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .common import Obj
+from ..runtime.objects import Obj
 
 
 def _container_problems(where: str, template: Any) -> list[str]:

@@ -7,8 +7,8 @@ import copy
 from ..resources import RAYCLUSTERS
 from ..runtime import AlreadyExists, Conflict, KeyLogger, KubeClient
 from ..runtime.client import Resource
+from ..runtime.objects import Obj, meta
 from ..runtime.store import Store
-from .common import Obj, meta
 from .context import Context
 
 

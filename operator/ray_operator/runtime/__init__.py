@@ -12,16 +12,18 @@ from .client import (
     Resource,
     Unauthorized,
     describe_error,
-    object_key,
 )
-from .controller import Controller, Result
+from .controller import Controller, Reconciler, Result, Retry, RetryReason
 from .events import EventRecorder
+from .history import HISTORY_LIMIT, History
 from .informer import Informer, InformerFactory, WatchEvent
 from .logs import KeyLogger
+from .objects import Obj, object_key
 from .store import Store
 from .workqueue import ExponentialBackoff, WorkQueue
 
 __all__ = [
+    "HISTORY_LIMIT",
     "AlreadyExists",
     "ApiError",
     "Conflict",
@@ -30,14 +32,19 @@ __all__ = [
     "ExponentialBackoff",
     "Forbidden",
     "Gone",
+    "History",
     "Informer",
     "InformerFactory",
     "Invalid",
     "KeyLogger",
     "KubeClient",
     "NotFound",
+    "Obj",
+    "Reconciler",
     "Resource",
     "Result",
+    "Retry",
+    "RetryReason",
     "Store",
     "Unauthorized",
     "WatchEvent",

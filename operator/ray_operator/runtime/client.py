@@ -17,6 +17,8 @@ from urllib.parse import quote
 
 from kubernetes.client import ApiClient
 
+from .objects import Obj, meta
+
 DEFAULT_TIMEOUT = (5.0, 30.0)
 
 
@@ -60,7 +62,7 @@ class ApiError(Exception):
         self.message = message
 
     @staticmethod
-    def from_status(code: int, status_obj: dict[str, Any] | None, fallback: str = "") -> ApiError:
+    def from_status(code: int, status_obj: Obj | None, fallback: str = "") -> ApiError:
         obj = status_obj or {}
         reason = str(obj.get("reason") or "")
         message = str(obj.get("message") or fallback)
@@ -129,7 +131,7 @@ class WatchStream:
     def __init__(self, response: Any) -> None:
         self._response = response
 
-    def __iter__(self) -> Iterator[dict[str, Any]]:
+    def __iter__(self) -> Iterator[Obj]:
         buffer = b""
         for chunk in self._response.stream(amt=None, decode_content=False):
             buffer += chunk
@@ -203,7 +205,7 @@ class KubeClient:
         body: Any = None,
         content_type: str = "application/json",
         timeout: tuple[float, float] | None = None,
-    ) -> dict[str, Any]:
+    ) -> Obj:
         response = self._send(
             method, path, query=query, body=body, content_type=content_type, timeout=timeout
         )
@@ -215,15 +217,15 @@ class KubeClient:
             raise _decode_error(response.status, data)
         return json.loads(data) if data else {}
 
-    def server_version(self, timeout: tuple[float, float] = (3.0, 5.0)) -> dict[str, Any]:
+    def server_version(self, timeout: tuple[float, float] = (3.0, 5.0)) -> Obj:
         return self.request("GET", "/version", timeout=timeout)
 
-    def get(self, res: Resource, namespace: str | None, name: str) -> dict[str, Any]:
+    def get(self, res: Resource, namespace: str | None, name: str) -> Obj:
         return self.request("GET", res.path(namespace, name))
 
     def list(
         self, res: Resource, namespace: str | None = None, label_selector: str | None = None
-    ) -> tuple[list[dict[str, Any]], str]:
+    ) -> tuple[list[Obj], str]:
         """Items (with apiVersion/kind filled in, as watch events have them) and the list's RV."""
         query = [("labelSelector", label_selector)] if label_selector else []
         body = self.request("GET", res.path(namespace), query=query)
@@ -231,7 +233,7 @@ class KubeClient:
         for item in items:
             item.setdefault("apiVersion", res.api_version)
             item.setdefault("kind", res.kind)
-        return items, str((body.get("metadata") or {}).get("resourceVersion") or "")
+        return items, str(meta(body).get("resourceVersion") or "")
 
     def watch(
         self, res: Resource, namespace: str | None, resource_version: str, timeout_seconds: int
@@ -257,17 +259,17 @@ class KubeClient:
             raise _decode_error(response.status, data)
         return WatchStream(response)
 
-    def create(self, res: Resource, namespace: str | None, body: dict[str, Any]) -> dict[str, Any]:
+    def create(self, res: Resource, namespace: str | None, body: Obj) -> Obj:
         return self.request("POST", res.path(namespace), body=body)
 
     def replace(
-        self, res: Resource, namespace: str | None, name: str, body: dict[str, Any]
-    ) -> dict[str, Any]:
+        self, res: Resource, namespace: str | None, name: str, body: Obj
+    ) -> Obj:
         return self.request("PUT", res.path(namespace, name), body=body)
 
     def replace_status(
-        self, res: Resource, namespace: str | None, name: str, body: dict[str, Any]
-    ) -> dict[str, Any]:
+        self, res: Resource, namespace: str | None, name: str, body: Obj
+    ) -> Obj:
         return self.request("PUT", res.path(namespace, name, "status"), body=body)
 
     def patch(
@@ -275,9 +277,9 @@ class KubeClient:
         res: Resource,
         namespace: str | None,
         name: str,
-        body: dict[str, Any],
+        body: Obj,
         content_type: str = "application/strategic-merge-patch+json",
-    ) -> dict[str, Any]:
+    ) -> Obj:
         return self.request(
             "PATCH", res.path(namespace, name), body=body, content_type=content_type
         )
@@ -288,16 +290,9 @@ class KubeClient:
         namespace: str | None,
         name: str,
         propagation_policy: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> Obj:
         body = {"propagationPolicy": propagation_policy} if propagation_policy else None
         return self.request("DELETE", res.path(namespace, name), body=body)
-
-
-def object_key(obj: dict[str, Any]) -> str:
-    """``namespace/name`` (or ``name`` for cluster-scoped objects): the work queue's key."""
-    meta = obj.get("metadata") or {}
-    ns = meta.get("namespace")
-    return f"{ns}/{meta.get('name')}" if ns else str(meta.get("name"))
 
 
 def describe_error(exc: BaseException) -> str:

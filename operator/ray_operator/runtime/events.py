@@ -13,9 +13,9 @@ import os
 import socket
 import threading
 from collections import OrderedDict
-from typing import Any
 
 from .client import KubeClient, NotFound, Resource, describe_error
+from .objects import Obj, meta
 from .timeutil import now_rfc3339
 
 log = logging.getLogger("ray_operator.runtime.events")
@@ -32,16 +32,16 @@ class EventRecorder:
         self._lock = threading.Lock()
         self._seen: OrderedDict[tuple[str, str, str, str], tuple[str, str, int]] = OrderedDict()
 
-    def normal(self, obj: dict[str, Any], reason: str, message: str) -> None:
+    def normal(self, obj: Obj, reason: str, message: str) -> None:
         self.record(obj, "Normal", reason, message)
 
-    def warning(self, obj: dict[str, Any], reason: str, message: str) -> None:
+    def warning(self, obj: Obj, reason: str, message: str) -> None:
         self.record(obj, "Warning", reason, message)
 
-    def record(self, obj: dict[str, Any], event_type: str, reason: str, message: str) -> None:
-        meta = obj.get("metadata") or {}
-        namespace = meta.get("namespace") or "default"
-        identity = (str(meta.get("uid")), event_type, reason, message)
+    def record(self, obj: Obj, event_type: str, reason: str, message: str) -> None:
+        metadata = meta(obj)
+        namespace = metadata.get("namespace") or "default"
+        identity = (str(metadata.get("uid")), event_type, reason, message)
         now = now_rfc3339()
         with self._lock:
             previous = self._seen.get(identity)
@@ -57,13 +57,13 @@ class EventRecorder:
             created = self._kube.create(
                 EVENTS, namespace, self._event(obj, namespace, event_type, reason, message, now)
             )
-            self._remember(identity, (created["metadata"]["name"], namespace, 1))
+            self._remember(identity, (meta(created)["name"], namespace, 1))
         except Exception as exc:  # API errors and connection errors alike
             log.warning(
                 "could not record event %s/%s on %s: %s",
                 event_type,
                 reason,
-                meta.get("name"),
+                metadata.get("name"),
                 describe_error(exc),
             )
 
@@ -76,25 +76,25 @@ class EventRecorder:
 
     def _event(
         self,
-        obj: dict[str, Any],
+        obj: Obj,
         namespace: str,
         event_type: str,
         reason: str,
         message: str,
         now: str,
-    ) -> dict[str, Any]:
-        meta = obj.get("metadata") or {}
+    ) -> Obj:
+        metadata = meta(obj)
         return {
             "apiVersion": "v1",
             "kind": "Event",
-            "metadata": {"generateName": f"{meta.get('name')}.", "namespace": namespace},
+            "metadata": {"generateName": f"{metadata.get('name')}.", "namespace": namespace},
             "involvedObject": {
                 "apiVersion": obj.get("apiVersion"),
                 "kind": obj.get("kind"),
-                "name": meta.get("name"),
-                "namespace": meta.get("namespace"),
-                "uid": meta.get("uid"),
-                "resourceVersion": meta.get("resourceVersion"),
+                "name": metadata.get("name"),
+                "namespace": metadata.get("namespace"),
+                "uid": metadata.get("uid"),
+                "resourceVersion": metadata.get("resourceVersion"),
             },
             "type": event_type,
             "reason": reason,

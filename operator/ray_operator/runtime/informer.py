@@ -13,7 +13,6 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from .client import (
     ApiError,
@@ -25,6 +24,7 @@ from .client import (
     WatchStream,
     describe_error,
 )
+from .objects import Obj, meta
 from .store import Store
 
 log = logging.getLogger("ray_operator.runtime.informer")
@@ -35,8 +35,8 @@ class WatchEvent:
     """ADDED, MODIFIED, DELETED or SYNC (after a relist). ``obj`` is shared: read, never mutate."""
 
     type: str
-    obj: dict[str, Any]
-    old: dict[str, Any] | None
+    obj: Obj
+    old: Obj | None
 
 
 Handler = Callable[[WatchEvent], None]
@@ -150,12 +150,12 @@ class Informer:
                 self._stream = None
             stream.close()
 
-    def _handle(self, event: dict[str, Any]) -> None:
+    def _handle(self, event: Obj) -> None:
         kind = event.get("type")
         obj = event.get("object") or {}
         if kind == "ERROR":
             raise ApiError.from_status(int(obj.get("code") or 500), obj)
-        version = str((obj.get("metadata") or {}).get("resourceVersion") or "")
+        version = str(meta(obj).get("resourceVersion") or "")
         if kind == "BOOKMARK":
             self._resource_version = version
             return

@@ -9,34 +9,29 @@ included, found through the controller ownerReference or, failing that, a label 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
-from .client import object_key
 from .informer import WatchEvent
+from .objects import Obj, labels_of, meta, object_key
 
 Enqueue = Callable[[str], None]
-
-
-def _meta(obj: dict[str, Any] | None) -> dict[str, Any]:
-    return (obj or {}).get("metadata") or {}
 
 
 def spec_or_metadata_changed(event: WatchEvent) -> bool:
     if event.type != "MODIFIED" or event.old is None:
         return True
-    new, old = _meta(event.obj), _meta(event.old)
+    new, old = meta(event.obj), meta(event.old)
     return any(
         new.get(field) != old.get(field)
         for field in ("generation", "labels", "annotations", "deletionTimestamp", "finalizers")
     )
 
 
-def owner_keys(obj: dict[str, Any], owner_kind: str, owner_group: str) -> list[str]:
-    meta = _meta(obj)
-    namespace = meta.get("namespace")
+def owner_keys(obj: Obj, owner_kind: str, owner_group: str) -> list[str]:
+    metadata = meta(obj)
+    namespace = metadata.get("namespace")
     return [
         f"{namespace}/{ref['name']}"
-        for ref in meta.get("ownerReferences") or []
+        for ref in metadata.get("ownerReferences") or []
         if ref.get("controller")
         and ref.get("kind") == owner_kind
         and str(ref.get("apiVersion", "")).split("/")[0] == owner_group
@@ -57,10 +52,9 @@ def owned_handler(
     def handle(event: WatchEvent) -> None:
         keys = owner_keys(event.obj, owner_kind, owner_group)
         if not keys and owner_label:
-            meta = _meta(event.obj)
-            name = (meta.get("labels") or {}).get(owner_label)
+            name = labels_of(event.obj).get(owner_label)
             if name:
-                keys = [f"{meta.get('namespace')}/{name}"]
+                keys = [f"{meta(event.obj).get('namespace')}/{name}"]
         for key in keys:
             enqueue(key)
 

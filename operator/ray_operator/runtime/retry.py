@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from .client import Conflict, KubeClient, Resource
-
-Obj = dict[str, Any]
+from .objects import Obj
 
 
 def update_with_retry(

@@ -11,15 +11,12 @@ from __future__ import annotations
 
 import copy
 import threading
-from typing import Any
 
-from .client import object_key
-
-Obj = dict[str, Any]
+from .objects import Obj, labels_of, meta, object_key
 
 
 def _rv(obj: Obj) -> str:
-    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
+    return str(meta(obj).get("resourceVersion") or "")
 
 
 def is_not_older(new: Obj, old: Obj) -> bool:
@@ -31,7 +28,7 @@ def is_not_older(new: Obj, old: Obj) -> bool:
 
 
 def labels_match(obj: Obj, selector: dict[str, str]) -> bool:
-    labels = (obj.get("metadata") or {}).get("labels") or {}
+    labels = labels_of(obj)
     return all(labels.get(k) == v for k, v in selector.items())
 
 

@@ -4,12 +4,14 @@ They use the Kubernetes client where they must (to watch head Pods) and nothing 
 framework, so any test harness can use them.
 """
 
-from .fake_dashboard import FakeRayDashboard, JournalEntry, ServePolicy
+from .fake_dashboard import JOBS_PATH, SERVE_PATH, FakeRayDashboard, JournalEntry, ServePolicy
 from .fleet import FakeDashboardFleet, HeadReadyWatcher
 from .mapfile import MAP_ENV, FileResolver, file_resolver, write_dashboard_map
 
 __all__ = [
+    "JOBS_PATH",
     "MAP_ENV",
+    "SERVE_PATH",
     "FakeDashboardFleet",
     "FakeRayDashboard",
     "FileResolver",

@@ -16,9 +16,10 @@ from pathlib import Path
 from kubernetes.client import ApiClient
 
 from ..constants import LABEL_CLUSTER, LABEL_NODE_TYPE, NODE_HEAD
-from ..controllers.common import is_deleting, labels_of, meta, pod_running_and_ready
+from ..controllers.common import pod_running_and_ready
 from ..resources import PODS
 from ..runtime import Informer, KubeClient, WatchEvent
+from ..runtime.objects import is_deleting, labels_of, meta
 from .fake_dashboard import FakeRayDashboard, JournalEntry, ServePolicy
 from .mapfile import write_dashboard_map
 
