@@ -46,6 +46,7 @@ matrix: setup
 lint: setup
 	$(BIN)/ruff check fixtures operator tests bench conftest.py
 	$(BIN)/mypy fixtures/envtest operator/ray_operator
+	$(BIN)/lint-imports
 
 ## lint-workflows: actionlint (built with the local Go) and zizmor on .github/workflows
 lint-workflows: setup

@@ -1,0 +1,92 @@
+"""The architecture holds: layers and independence (import-linter), one public API, no pytest below
+the plugin.  Each check fails when someone takes a shortcut through the layers."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import envtest
+import envtest.binaries
+
+ROOT = Path(__file__).resolve().parents[2]
+#: The one place under tests/ that may import internal modules (white-box tests).
+INTERNALS = ROOT / "tests" / "framework" / "internals"
+PUBLIC_MODULES = {"envtest", "envtest.binaries"}
+
+
+def _envtest_imports(path: Path) -> list[tuple[int, str, list[str]]]:
+    """(line, module, names) of every import of envtest in a file, inner functions included."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 \
+                and node.module.split(".")[0] == "envtest":
+            found.append((node.lineno, node.module, [a.name for a in node.names]))
+        elif isinstance(node, ast.Import):
+            found += [(node.lineno, a.name, []) for a in node.names
+                      if a.name.split(".")[0] == "envtest"]
+    return found
+
+
+def _users_of_the_framework() -> list[Path]:
+    files = [ROOT / "conftest.py", *sorted((ROOT / "bench").rglob("*.py")),
+             *sorted((ROOT / "tests").rglob("*.py"))]
+    return [f for f in files if not f.is_relative_to(INTERNALS)]
+
+
+def test_import_contracts_are_kept() -> None:
+    lint_imports = Path(sys.executable).parent / "lint-imports"
+    if not lint_imports.exists():
+        pytest.skip("import-linter is not installed (pip install -e '.[test]')")
+    result = subprocess.run([str(lint_imports)], cwd=ROOT, capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "0 broken" in result.stdout
+
+
+def test_tests_bench_and_conftest_use_only_the_public_api() -> None:
+    offenders = []
+    for path in _users_of_the_framework():
+        for line, module, names in _envtest_imports(path):
+            public = envtest.__all__ if module == "envtest" else envtest.binaries.__all__
+            if module not in PUBLIC_MODULES:
+                offenders.append(f"{path.relative_to(ROOT)}:{line}: import from {module}")
+            unknown = [n for n in names if n not in public]
+            if module in PUBLIC_MODULES and unknown:
+                offenders.append(f"{path.relative_to(ROOT)}:{line}: {module} does not "
+                                 f"export {unknown}")
+    assert not offenders, "\n".join(offenders)
+
+
+def test_tests_never_import_the_benchmarks() -> None:
+    importers = []
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "bench":
+                importers.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert not importers, "bench/ may import tests/support, not the other way round: " + \
+        ", ".join(importers)
+
+
+def test_the_public_api_is_importable_and_loads_no_pytest() -> None:
+    code = ("import sys, envtest, envtest.binaries\n"
+            "missing = [n for n in envtest.__all__ if not hasattr(envtest, n)]\n"
+            "assert not missing, missing\n"
+            "loaded = sorted(m for m in sys.modules if m.split('.')[0] in "
+            "('pytest', '_pytest', 'envtest') and (m.startswith(('pytest', '_pytest')) "
+            "or m.startswith('envtest.pytest_plugin')))\n"
+            "print(loaded)\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]", f"importing envtest loaded {result.stdout.strip()}"
+
+
+def test_every_public_name_says_what_it_is() -> None:
+    undocumented = [name for name in envtest.__all__
+                    if callable(getattr(envtest, name)) and not getattr(envtest, name).__doc__]
+    assert not undocumented, f"public names without a docstring: {undocumented}"
