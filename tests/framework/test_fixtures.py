@@ -112,3 +112,38 @@ def test_namespace_is_created_fresh_and_unique_per_test(
     seen = request.config.stash.setdefault(_SEEN, {}).setdefault("namespaces", set())
     assert namespace not in seen
     seen.add(namespace)
+
+
+OWN_PLANE_TESTS = '''
+import pytest
+from envtest import BinaryNotFoundError
+
+def test_own_plane_has_the_session_options(make_control_plane, envtest):
+    own = make_control_plane()
+    print("OWN", own.readiness, own.audit_mode, own.version, envtest.version)
+    assert own.server != envtest.server
+
+def test_own_plane_of_a_version_not_installed_is_not_obtained(make_control_plane):
+    with pytest.raises(BinaryNotFoundError, match="installed-only mode forbids obtaining it"):
+        make_control_plane(version="1.34.1")
+'''
+
+
+def test_make_control_plane_starts_from_the_session_options(tmp_path: Path) -> None:
+    """readiness, audit mode and installed-only given on the command line reach a test's own
+    control plane (not only the session's)."""
+    (tmp_path / "test_own.py").write_text(OWN_PLANE_TESTS)
+    environment = {k: v for k, v in os.environ.items()
+                   if not k.startswith(("ENVTEST_", "PYTEST_XDIST"))}
+    # No go on PATH: were installed-only ignored, the build would fail at once, differently.
+    environment["PATH"] = str(Path(sys.executable).parent)
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", str(tmp_path / "test_own.py"), "-q", "-s",
+         "-p", "no:cacheprovider", "--rootdir", str(tmp_path), "--envtest-readiness=full",
+         "--envtest-audit=all", "--envtest-installed-only",
+         f"--envtest-k8s-version={os.environ.get('ENVTEST_K8S_VERSION', '1.37')}"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300, env=environment)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    own = next(line.split() for line in result.stdout.splitlines() if line.startswith("OWN"))
+    assert own[1:3] == ["full", "all"]
+    assert own[3] == own[4], "the same binaries as the session's"
