@@ -291,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
               f"= {ratio:.2f}x ({verdict} the {START_TARGET_RATIO}x target)")
     if admin_ratio is not None:
         verdict = "meets" if admin_ratio <= START_TARGET_RATIO else "misses"
-        print(f"with readiness='admin' (the plugin's default): {admin_start:.3f} / "
+        print(f"with readiness='admin' (the default): {admin_start:.3f} / "
               f"{go_start:.3f} = {admin_ratio:.2f}x ({verdict} the target)")
     if ours_stop is not None:
         go_part = f", Go envtest {go_stop:.3f} s" if go_stop is not None else ""
