@@ -11,7 +11,7 @@ import pytest
 from framework_helpers import pod_body
 from kubernetes.client.rest import ApiException
 
-from envtest import ApiCalls, Clients, Cluster, namespace_name, set_pod_running
+from envtest import ApiCalls, Clients, Cluster, eventually, namespace_name, set_pod_running
 
 ADMIN = "envtest-admin"
 
@@ -72,7 +72,7 @@ def test_counts_and_lists_by_user_verb_resource_subresource_namespace_name(
     summary = api_calls.summary(namespace=namespace)
     assert "pytest-envtest:second" in summary and "pods/status" in summary
     first_line = summary.splitlines()[1].split()
-    assert first_line == ["2", ADMIN, "create", "configmaps", "201"]  # most frequent first
+    assert first_line == ["2", ADMIN, "create", "configmaps", namespace, "201"]  # most first
 
 
 def test_failed_requests_are_counted_with_their_code(api_calls: ApiCalls, envtest: Cluster,
@@ -139,3 +139,55 @@ def test_each_test_starts_from_zero(round_: int, api_calls: ApiCalls, k8s: Clien
                                     namespace: str) -> None:
     k8s.core.create_namespaced_config_map(namespace, config_map("same-name"))
     assert api_calls.count(verb="create", resource="configmaps") == 1
+
+
+def test_user_filter_takes_names_users_and_operator_handles(api_calls: ApiCalls, envtest: Cluster,
+                                                            run_operator: Any, namespace: str,
+                                                            k8s: Clients) -> None:
+    def writer(api_client: kubernetes.client.ApiClient, stop: Any) -> None:
+        kubernetes.client.CoreV1Api(api_client).create_namespaced_config_map(
+            namespace, config_map("from-operator"))
+        stop.wait()
+
+    operator = run_operator(writer, name="writer")
+    eventually(lambda: k8s.core.read_namespaced_config_map("from-operator", namespace))
+    by_handle = api_calls.count(user=operator, verb="create", resource="configmaps")
+    assert by_handle == 1
+    assert api_calls.count(user=operator.user, verb="create", resource="configmaps") == 1
+    assert api_calls.count(user=operator.user.name, verb="create", resource="configmaps") == 1
+    assert api_calls.count(user=[operator, ADMIN], resource="configmaps") == 1
+    with pytest.raises(TypeError, match="user= takes a user name"):
+        api_calls.count(user=42)
+
+
+def test_unknown_verbs_and_resources_are_refused_with_the_close_matches(
+        api_calls: ApiCalls, widget_crd: str) -> None:
+    with pytest.raises(ValueError, match="no resource 'widget'.*did you mean 'widgets'"):
+        api_calls.count(resource="widget")
+    with pytest.raises(ValueError, match="no verb 'updte'.*did you mean 'update'"):
+        api_calls.count(verb=["create", "updte"])
+    assert api_calls.count(resource="widgets") == 0  # a CRD's resource is known at once
+
+
+def test_code_filter_and_failed_calls(api_calls: ApiCalls, k8s: Clients, namespace: str) -> None:
+    k8s.core.create_namespaced_config_map(namespace, config_map("twice"))
+    with pytest.raises(ApiException):
+        k8s.core.create_namespaced_config_map(namespace, config_map("twice"))
+    assert api_calls.count(verb="create", resource="configmaps") == 2  # failures count ...
+    assert api_calls.count(verb="create", resource="configmaps", code=409) == 1
+    assert api_calls.count(verb="create", resource="configmaps", code=[201, 409]) == 2
+    assert api_calls.count(verb="create", resource="configmaps", succeeded=True) == 1
+
+
+def test_the_apiservers_own_writes_are_left_out_unless_asked(make_control_plane: Any) -> None:
+    """Right after a start (admin readiness), the apiserver is still writing its bootstrap RBAC:
+    none of that is a test's work."""
+    from envtest import ApiCalls as Calls
+
+    own = make_control_plane(readiness="admin")
+    since = own.audit_log.mark()
+    own.wait_fully_ready()  # the bootstrap roles are written in the meantime
+    calls = Calls(own.audit_log, since)
+    assert calls.count(user="system:apiserver") > 0
+    assert calls.count() == 0, calls.summary()
+    assert "system:apiserver" not in calls.summary()

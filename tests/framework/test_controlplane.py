@@ -480,8 +480,8 @@ def test_audit_log_counts_a_namespace_create(cp: ControlPlane,
 
     summary = cp.audit_log.summary(resource="namespaces")
     rows = [line.split() for line in summary.splitlines()[1:]]
-    assert [r for r in rows if r[1:] == [ADMIN_USER, "create", "namespaces", "201"]]
-    assert [r for r in rows if r[1:] == ["carol", "create", "namespaces", "403"]]
+    assert [r for r in rows if r[1:] == [ADMIN_USER, "create", "namespaces", "-", "201"]]
+    assert [r for r in rows if r[1:] == ["carol", "create", "namespaces", "-", "403"]]
 
 
 # -- an existing cluster through a kubeconfig ---------------------------------------------

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
+import kubernetes
 import pytest
 from framework_helpers import pod_body, widget
 from kubernetes.client.rest import ApiException
@@ -20,6 +21,7 @@ from envtest import (
     consistently,
     deleted,
     eventually,
+    eventually_passes,
     pod_is_ready,
     remove_watchdog,
 )
@@ -105,14 +107,53 @@ def test_eventually_reports_the_latest_outcome_not_an_older_exception(
     assert "exception" not in str(raised.value)
 
 
-def test_eventually_lets_unexpected_exceptions_through(k8s: Clients, namespace: str) -> None:
-    def broken() -> Any:
-        return k8s.core.read_namespaced_config_map("never-created", namespace)
+def test_eventually_fails_at_once_on_a_bug_in_the_condition(k8s: Clients, namespace: str,
+                                                            envtest: Any) -> None:
+    config_map(k8s, namespace, "plain", phase="Ready")
+
+    def typo() -> Any:  # a KeyError on the client's plain dict: the test's bug, not "not yet"
+        return k8s.core.read_namespaced_config_map("plain", namespace).data["phaze"]
 
     started = time.monotonic()
-    with pytest.raises(ApiException):
-        eventually(broken, timeout=30, ignore=(KeyError,))
+    with pytest.raises(KeyError) as raised:
+        eventually(typo, timeout=30)
     assert time.monotonic() - started < 5  # not after the timeout
+    assert "only 'not yet' errors are retried" in "".join(raised.value.__notes__)
+    # The traceback points at the condition's own line.
+    assert raised.traceback[-1].name == "typo"
+
+    nobody = envtest.add_user("pytest-envtest:nobody-waits").api_client()
+    try:
+        started = time.monotonic()
+        with pytest.raises(ApiException) as forbidden:  # a 403 is not "not yet" either
+            eventually(lambda: kubernetes.client.CoreV1Api(nobody).list_namespaced_pod(
+                namespace), timeout=30)
+        assert forbidden.value.status == 403 and time.monotonic() - started < 5
+    finally:
+        nobody.close()
+
+    # ignore= widens what is retried.
+    with pytest.raises(WaitTimeoutError, match="KeyError"):
+        eventually(typo, timeout=0.3, ignore=(KeyError,))
+
+
+def test_eventually_retries_not_yet_errors_and_assertions(k8s: Clients, namespace: str) -> None:
+    later = threading.Timer(0.3, config_map, [k8s, namespace, "soon"], {"phase": "Ready"})
+    later.start()
+    # 404 until the Timer creates it: retried.
+    found = eventually(lambda: k8s.core.read_namespaced_config_map("soon", namespace))
+    assert found.data == {"phase": "Ready"}
+    later.join()
+    attempts: list[int] = []
+
+    def asserting() -> str:
+        attempts.append(1)
+        assert len(attempts) >= 3, "not yet"
+        return "done"
+
+    assert eventually_passes(asserting) == "done" and len(attempts) == 3
+    with pytest.raises(WaitTimeoutError, match="AssertionError: never"):
+        eventually_passes(lambda: (_ for _ in ()).throw(AssertionError("never")), timeout=0.2)
 
 
 def test_consistently_passes_while_the_condition_holds(k8s: Clients, namespace: str) -> None:

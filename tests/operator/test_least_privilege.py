@@ -80,7 +80,7 @@ def test_a_missing_verb_is_caught_with_the_forbidden_message(envtest_diagnostics
 
     # What a failing test's report would show (the plugin's own diagnostics).
     sections = envtest_diagnostics()
-    assert forbidden in sections["operator ray-operator-no-pod-create logs"]
+    assert forbidden in sections["ray-operator-no-pod-create logs"]
     table = sections["API calls during the test"]
     assert any(op.user in line and " create " in line and line.rstrip().endswith("403")
                and "pods" in line for line in table.splitlines()), table

@@ -1,0 +1,35 @@
+"""An example kopf operator: a WebApp gets a Pod; the Pod's phase is mirrored into its status.
+
+Run by the tests next to this directory with ``run_operator(KopfOperator(...))``, in a
+``kopf run`` subprocess and in a thread.  The handlers use the official client's default
+configuration, which kopf's login (or the framework, in a thread) sets up.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import kopf
+import kubernetes
+
+GROUP, VERSION, PLURAL = "kopf.example.com", "v1", "webapps"
+
+
+@kopf.on.create(GROUP, VERSION, PLURAL)
+def create_pod(spec: dict[str, Any], name: str, namespace: str, **_: Any) -> dict[str, str]:
+    """One Pod per WebApp, owned by it; kopf stores the return value in status.create_pod."""
+    pod: dict[str, Any] = {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": f"{name}-web", "labels": {"webapp": name}},
+        "spec": {"containers": [{"name": "web", "image": spec.get("image", "nginx")}]},
+    }
+    kopf.adopt(pod)
+    kubernetes.client.CoreV1Api().create_namespaced_pod(namespace, pod)
+    return {"pod": pod["metadata"]["name"]}
+
+
+@kopf.on.field("", "v1", "pods", field="status.phase", labels={"webapp": kopf.PRESENT})
+def mirror_phase(new: str | None, labels: dict[str, str], namespace: str, **_: Any) -> None:
+    """The Pod's phase goes into its WebApp's status.phase (the operator's own status write)."""
+    kubernetes.client.CustomObjectsApi().patch_namespaced_custom_object_status(
+        GROUP, VERSION, namespace, PLURAL, labels["webapp"], {"status": {"phase": new}})
