@@ -9,7 +9,7 @@ MATRIX_VERSIONS ?= 1.34 1.35 1.36 1.37
 # Go may be installed without being on PATH in non-login shells.
 export PATH := $(PATH):/usr/local/go/bin
 
-.PHONY: setup binaries test test-reliability demo bench matrix lint lint-workflows clean
+.PHONY: setup binaries test test-reliability demo bench matrix lint docs package lint-workflows clean
 
 $(VENV)/.installed: pyproject.toml operator/pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -47,6 +47,17 @@ lint: setup
 	$(BIN)/ruff check fixtures operator tests bench conftest.py
 	$(BIN)/mypy fixtures/envtest operator/ray_operator
 	$(BIN)/lint-imports
+	$(BIN)/mkdocs build --strict --quiet
+
+## docs: the guides and the API reference as a site in build/site (mkdocs serve to browse)
+docs: setup
+	$(BIN)/mkdocs build --strict
+
+## package: the distribution builds cleanly and its metadata passes twine check
+package: setup
+	rm -rf dist
+	$(BIN)/python -m build --outdir dist . >/dev/null
+	$(BIN)/twine check --strict dist/*
 
 ## lint-workflows: actionlint (built with the local Go) and zizmor on .github/workflows
 lint-workflows: setup
@@ -54,4 +65,4 @@ lint-workflows: setup
 	$(BIN)/zizmor --offline .github/workflows
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache artifacts
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache artifacts build dist

@@ -1,0 +1,54 @@
+"""Every fixture and every public name is documented: the guides name each fixture with its
+signature and an example (run by test_examples.py), and every public name appears in the docs."""
+
+from __future__ import annotations
+
+import inspect
+import re
+from pathlib import Path
+
+import pytest
+
+import envtest
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = "\n".join(p.read_text() for p in sorted((ROOT / "docs").glob("*.md")))
+#: The pool entry behind the fixtures: not for users (documented in its docstring as such).
+INTERNAL_FIXTURES = {"envtest_entry"}
+
+
+@pytest.fixture
+def plugin(pytestconfig: pytest.Config) -> object:
+    """The plugin as pytest loaded it (by its entry point; tests import no internals)."""
+    return pytestconfig.pluginmanager.get_plugin("envtest")
+
+
+def _fixtures(plugin: object) -> list[str]:
+    return [name for name in plugin.__all__  # type: ignore[attr-defined]
+            if not name.startswith("pytest_") and name not in INTERNAL_FIXTURES]
+
+
+def test_every_fixture_has_a_section_with_an_example(plugin: object) -> None:
+    text = (ROOT / "docs" / "fixtures.md").read_text()
+    sections = re.split(r"^### ", text, flags=re.M)[1:]
+    missing = []
+    for fixture in _fixtures(plugin):
+        mine = [s for s in sections if re.match(rf"`{fixture}[`(]|.*`{fixture}`", s)]
+        documented = any("→" in s.splitlines()[0] for s in mine)
+        linked = any(f"`{fixture}`" in s and ".md" in s for s in mine)
+        has_example = any("```python" in s for s in mine)
+        if not mine or not documented or not (has_example or linked):
+            missing.append(fixture)
+    assert not missing, f"fixtures without a section (signature → type, example): {missing}"
+
+
+def test_every_public_name_is_in_the_docs() -> None:
+    missing = [name for name in envtest.__all__
+               if not name.startswith("__") and not re.search(rf"\b{re.escape(name)}\b", DOCS)]
+    assert not missing, f"public names the docs never mention: {missing}"
+
+
+def test_fixture_docstrings_say_what_they_give(plugin: object) -> None:
+    bare = [name for name in _fixtures(plugin)
+            if not inspect.getdoc(getattr(plugin, name))]
+    assert not bare, bare
