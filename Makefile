@@ -9,7 +9,7 @@ MATRIX_VERSIONS ?= 1.34 1.35 1.36 1.37
 # Go may be installed without being on PATH in non-login shells.
 export PATH := $(PATH):/usr/local/go/bin
 
-.PHONY: setup binaries test test-reliability demo bench matrix lint docs package lint-workflows clean
+.PHONY: setup binaries test test-reliability test-cross demo bench matrix lint docs package lint-workflows clean
 
 $(VENV)/.installed: pyproject.toml operator/pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -30,6 +30,10 @@ test: binaries
 ## test-reliability: the long fault loops (interrupts, kills) left out of `make test`
 test-reliability: binaries
 	ENVTEST_K8S_VERSION=$(K8S_VERSION) $(BIN)/python -m pytest -m reliability tests/reliability $(PYTEST_ARGS)
+
+## test-cross: the Go build cross-compiles darwin/arm64 binaries (minutes; not in make test)
+test-cross: binaries
+	ENVTEST_K8S_VERSION=$(K8S_VERSION) $(BIN)/python -m pytest -m cross tests/framework/test_cross_build.py $(PYTEST_ARGS)
 
 ## demo: the seed scenario, with and without the gate, with a timeline and a chart
 demo: binaries
@@ -62,6 +66,7 @@ package: setup
 ## lint-workflows: actionlint (built with the local Go) and zizmor on .github/workflows
 lint-workflows: setup
 	go run github.com/rhysd/actionlint/cmd/actionlint@v1.7.12 .github/workflows/*.yml
+	$(BIN)/zizmor --offline action.yml
 	$(BIN)/zizmor --offline .github/workflows
 
 clean:

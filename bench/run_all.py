@@ -10,6 +10,7 @@ BENCHMARKS = [
     ["bench.bench_fixtures", "--runs", "30", "--suite"],
     ["bench.bench_status_writes"],
     ["bench.bench_load", "--services", "200"],
+    ["bench.bench_binaries"],
 ]
 
 

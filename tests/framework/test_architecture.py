@@ -90,3 +90,18 @@ def test_every_public_name_says_what_it_is() -> None:
     undocumented = [name for name in envtest.__all__
                     if callable(getattr(envtest, name)) and not getattr(envtest, name).__doc__]
     assert not undocumented, f"public names without a docstring: {undocumented}"
+
+
+def test_the_lazy_public_api_names_every_export_once() -> None:
+    lazy = set(envtest._LAZY)
+    assert lazy == set(envtest.__all__) - {"__version__"}, lazy ^ set(envtest.__all__)
+
+
+def test_importing_envtest_or_its_command_line_is_cheap() -> None:
+    code = ("import sys, envtest, envtest.cli\n"
+            "print(sorted(m for m in ('kubernetes', 'envtest.controlplane', 'envtest.api')"
+            " if m in sys.modules))\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]", "heavy modules load only when used"

@@ -16,11 +16,14 @@ import subprocess
 import sys
 import tarfile
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import kubernetes
 import pytest
 import yaml
 from framework_helpers import unused_port
@@ -29,6 +32,8 @@ from envtest import (
     BinaryNotFoundError,
     BuildError,
     CacheError,
+    ConfigurationError,
+    ControlPlane,
     DownloadError,
     Version,
     VersionError,
@@ -59,6 +64,7 @@ class IndexServer:
 
     def __init__(self) -> None:
         self.files: dict[str, bytes] = {}
+        self.releases: dict[str, dict[str, dict[str, str]]] = {}
         self.hits: Counter[str] = Counter()
         self.lock = threading.Lock()
         server = self
@@ -81,14 +87,21 @@ class IndexServer:
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
         self.thread.start()
 
-    def publish(self, version: str, files: dict[str, bytes], sha512: str | None = None) -> str:
-        name = f"envtest-v{version}-{platform_suffix()}.tar.gz"
-        archive = make_archive(files)
-        self.files[f"/{name}"] = archive
-        index = {"releases": {f"v{version}": {name: {
+    def publish(self, version: str, files: dict[str, bytes] | None = None,
+                sha512: str | None = None, suffix: str | None = None,
+                archive: bytes | None = None, served: bytes | None = None) -> str:
+        """Add a release to the index (several calls add several); returns the archive's path.
+
+        ``archive``: the bytes the index's hash is of (default: made from ``files``);
+        ``served``: what is really served (default: the archive).
+        """
+        name = f"envtest-v{version}-{suffix or platform_suffix()}.tar.gz"
+        archive = archive if archive is not None else make_archive(files or {})
+        self.files[f"/{name}"] = served if served is not None else archive
+        self.releases.setdefault(f"v{version}", {})[name] = {
             "hash": sha512 or hashlib.sha512(archive).hexdigest(),
-            "selfLink": f"{self.url}/{name}"}}}}
-        self.files["/index.yaml"] = yaml.safe_dump(index).encode()
+            "selfLink": f"{self.url}/{name}"}
+        self.files["/index.yaml"] = yaml.safe_dump({"releases": self.releases}).encode()
         return f"/{name}"
 
     def close(self) -> None:
@@ -108,7 +121,24 @@ def store_root(tmp_path: Path) -> Path:
     return tmp_path / "store"
 
 
-CLEAN_ENV = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/root")}
+#: Tests never reach the real index: a refused loopback port stands in for "unreachable".
+UNREACHABLE_INDEX = "http://127.0.0.1:9/envtest-releases.yaml"
+CLEAN_ENV = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/root"),
+             "ENVTEST_INDEX_URL": UNREACHABLE_INDEX}
+
+
+class NoteTaker:
+    """A Progress that keeps the notes (the one-line explanations of each choice)."""
+
+    def __init__(self, notes: list[str]) -> None:
+        self.notes = notes
+
+    @contextmanager
+    def step(self, title: str) -> Iterator[None]:
+        yield
+
+    def note(self, message: str) -> None:
+        self.notes.append(message)
 
 
 def resolver(store_root: Path, version: str = FAKE_VERSION, **options: object) -> Resolver:
@@ -161,12 +191,21 @@ def test_index_404_gives_a_clear_error(index_server: IndexServer, store_root: Pa
         failure.value)
 
 
-def test_unreachable_index_gives_a_clear_error(store_root: Path) -> None:
-    port = unused_port()
-    with pytest.raises(DownloadError) as failure:
-        Resolver("1.36", bin_dir=store_root, index_url=f"http://127.0.0.1:{port}/index.yaml",
-                 environ=CLEAN_ENV).published_versions()
-    assert "is unreachable" in str(failure.value) and "--index" in str(failure.value)
+@pytest.mark.parametrize("index", ["refused", "no such host"])
+def test_an_unreachable_index_costs_under_a_second_and_says_so(store_root: Path,
+                                                              index: str) -> None:
+    url = (f"http://127.0.0.1:{unused_port()}/index.yaml" if index == "refused"
+           else "http://envtest-index.invalid/index.yaml")
+    notes: list[str] = []
+    started = time.monotonic()
+    with pytest.raises(BuildError) as failure:  # ... then the build, without go here, fails
+        resolver(store_root, index_url=url, environ={"PATH": "/nonexistent"},
+                 progress=NoteTaker(notes)).resolve()
+    assert time.monotonic() - started < 1.0
+    message = str(failure.value)
+    assert "is unreachable" in message and "'go' command is not on PATH" in message
+    assert "envtest sideload" in message, "the error names the other ways to get binaries"
+    assert [n for n in notes if "unreachable" in n and "Go module proxy" in n], notes
 
 
 @pytest.mark.slow
@@ -299,40 +338,49 @@ def test_cli_overview_shows_each_step(index_server: IndexServer, store_root: Pat
         capture_output=True, text=True, env=CLEAN_ENV | {"COLUMNS": "200"})
     assert out.returncode == 0, out.stderr
     assert "download" in out.stdout and "kube-apiserver:" in out.stdout
+    assert "downloaded from the release index" in out.stderr
 
 
 # -- versions ----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("text", "minor", "patch"), [
-    ("1.37", 37, None), ("1.37.2", 37, 2), ("v1.37.2", 37, 2), ("latest", None, None),
-    (None, 37, None)])
-def test_version_specs(text: str | None, minor: int | None, patch: int | None) -> None:
-    spec = VersionSpec.parse(text)
-    assert (spec.minor, spec.patch) == (minor, patch)
+def _versions(*texts: str) -> list[Version]:
+    return [Version.parse(t) for t in texts]
 
 
-def test_minor_resolves_to_its_newest_patch() -> None:
-    available = [Version.parse(v) for v in ("1.36.1", "1.36.3", "1.37.0", "1.37.2", "1.38.0")]
-    assert str(VersionSpec.parse("1.36").pick(available, "test")) == "1.36.3"
-    assert str(VersionSpec.parse("latest").pick(available, "test")) == "1.37.2"
+AVAILABLE = _versions("1.33.9", "1.36.1", "1.36.3", "1.37.0", "1.37.2", "1.38.0")
 
 
-def test_unsupported_and_unknown_versions_list_what_exists() -> None:
-    with pytest.raises(VersionError, match="supported minors are 1.34, 1.35, 1.36, 1.37"):
-        VersionSpec.parse("1.29")
-    with pytest.raises(VersionError, match="cannot read Kubernetes version"):
+@pytest.mark.parametrize(("text", "picked"), [
+    ("1.36", "1.36.3"), ("1.36.x", "1.36.3"), ("~1.36", "1.36.3"), ("~1.36.2", "1.36.3"),
+    ("1.36.1", "1.36.1"), ("v1.37.2", "1.37.2"), ("<1.37", "1.36.3"), ("<1.37.2", "1.37.0"),
+    ("<=1.37", "1.37.2"), ("<=1.36.1", "1.36.1"), ("latest", "1.38.0"), ("1.33", "1.33.9"),
+    ("1.36!", "1.36.3")])
+def test_version_selectors_as_setup_envtest_has_them(text: str, picked: str) -> None:
+    assert str(VersionSpec.parse(text).pick(AVAILABLE, "test")) == picked
+
+
+def test_exact_versions_need_no_lookup_and_bang_forces_a_remote_check() -> None:
+    assert VersionSpec.parse("1.37.2").exact == Version(1, 37, 2)
+    assert VersionSpec.parse("1.37").exact is None and VersionSpec.parse("1.37").minor == 37
+    assert VersionSpec.parse("1.37!").force_remote and not VersionSpec.parse("1.37").force_remote
+    assert str(VersionSpec.parse(None)) == "1.37"  # the default
+    assert str(VersionSpec.parse("1.29")) == "1.29"  # any published version, not only tested
+
+
+def test_unreadable_and_unmatched_versions_say_what_exists() -> None:
+    with pytest.raises(VersionError, match="cannot read Kubernetes version 'one.two'.*~1.37.2"):
         VersionSpec.parse("one.two")
-    available = [Version.parse("1.36.1"), Version.parse("1.37.2")]
     with pytest.raises(VersionError, match=r"no Kubernetes release matches 1\.36\.7.*"
-                                           r"available: 1\.36\.1, 1\.37\.2"):
-        VersionSpec.parse("1.36.7").pick(available, "the test list")
+                                           r"available: 1\.33\.9, 1\.36\.1"):
+        VersionSpec.parse("1.36.7").pick(AVAILABLE, "the test list")
 
 
 def test_published_versions_come_from_the_go_module_proxy(store_root: Path) -> None:
-    versions = Resolver("1.37", bin_dir=store_root).published_versions()
+    versions = Resolver("1.37", bin_dir=store_root, environ=os.environ | {
+        "ENVTEST_INDEX_URL": UNREACHABLE_INDEX}).published_versions()
     assert any(v.minor == 37 for v in versions)
-    assert all(v.major == 1 for v in versions)
+    assert all(v.major == 1 and sources == {"build"} for v, sources in versions.items())
 
 
 def test_missing_go_is_reported_with_alternatives(store_root: Path) -> None:
@@ -369,10 +417,15 @@ def test_cli_list_and_cleanup(index_server: IndexServer, store_root: Path) -> No
 
     listed = run("list", "1.36", "--bin-dir", str(store_root), "--index", url)
     assert listed.returncode == 0, listed.stderr
-    assert FAKE_VERSION in listed.stdout and "obtainable" in listed.stdout
+    rows = {line.split("│")[1].strip(): line for line in listed.stdout.splitlines()
+            if line.count("│") > 2}
+    assert "downloadable" in rows[FAKE_VERSION]  # from the index
+    assert [v for v, row in rows.items() if "buildable" in row], "the Go proxy's versions"
     assert run("use", FAKE_VERSION, "--bin-dir", str(store_root), "--index", url).returncode == 0
     listed = run("list", "1.36", "--bin-dir", str(store_root), "--index", url)
-    assert "installed" in listed.stdout and "obtainable" not in listed.stdout
+    rows = {line.split("│")[1].strip(): line for line in listed.stdout.splitlines()
+            if line.count("│") > 2}
+    assert "installed" in rows[FAKE_VERSION] and "downloadable" not in rows[FAKE_VERSION]
 
     kept = run("cleanup", "--bin-dir", str(store_root))  # no version named: nothing installed goes
     assert "name versions (or 'all')" in kept.stdout
@@ -381,3 +434,139 @@ def test_cli_list_and_cleanup(index_server: IndexServer, store_root: Path) -> No
     assert removed.returncode == 0 and "removed" in removed.stdout
     assert BinaryStore(store_root).installed() == []
     assert not (store_root / "k8s" / f"{FAKE_VERSION}-{platform_suffix()}").exists()
+
+
+# -- the index: bad input, offline, platforms ---------------------------------------------
+
+
+def test_a_truncated_archive_never_lands_in_the_cache(index_server: IndexServer,
+                                                     store_root: Path) -> None:
+    archive = make_archive(GOOD_FILES)
+    truncated = archive[: len(archive) // 2]
+    # The index's hash even matches the truncated bytes: the archive itself is unreadable.
+    index_server.publish(FAKE_VERSION, archive=truncated)
+    with pytest.raises(BuildError) as failure:
+        resolver(store_root, index_url=f"{index_server.url}/index.yaml",
+                 environ={"PATH": "/nonexistent"}).resolve()
+    assert "is not a readable tar.gz archive" in str(failure.value)
+    assert BinaryStore(store_root).installed() == []
+    assert [p.name for p in (store_root / "k8s").iterdir()] == []
+
+
+@pytest.mark.parametrize(("body", "message"), [
+    (b"releases: [unclosed", "is not valid YAML"),
+    (b"just: a mapping\n", "not an envtest release index")])
+def test_an_index_that_is_not_one_is_named(index_server: IndexServer, store_root: Path,
+                                          body: bytes, message: str) -> None:
+    """A misconfigured index fails at once, naming it (no five-minute build instead)."""
+    index_server.files["/index.yaml"] = body
+    with pytest.raises(DownloadError) as failure:
+        resolver(store_root, index_url=f"{index_server.url}/index.yaml",
+                 environ={"PATH": "/nonexistent"}).resolve()
+    assert message in str(failure.value) and "--index" in str(failure.value)
+
+
+def test_offline_asks_no_index_and_no_proxy(index_server: IndexServer, store_root: Path) -> None:
+    index_server.publish(FAKE_VERSION, GOOD_FILES)
+    url = f"{index_server.url}/index.yaml"
+    with pytest.raises(BuildError) as failure:
+        resolver(store_root, index_url=url, offline=True,
+                 environ={"PATH": "/nonexistent"}).resolve()
+    assert "offline" in str(failure.value)
+    with pytest.raises(VersionError, match="offline"):
+        resolver(store_root, "1.36", index_url=url, offline=True).resolve()
+    assert sum(index_server.hits.values()) == 0
+    resolver(store_root, index_url=url).resolve()  # online, it downloads
+    binaries = resolver(store_root, "1.36", index_url=url,
+                        environ=CLEAN_ENV | {"ENVTEST_OFFLINE": "1"}).resolve().binaries
+    assert str(binaries.version) == FAKE_VERSION  # offline, the cache still serves
+
+
+def test_a_trailing_bang_asks_the_remote_sources_for_a_newer_version(
+        index_server: IndexServer, store_root: Path) -> None:
+    index_server.publish(FAKE_VERSION, GOOD_FILES)
+    url = f"{index_server.url}/index.yaml"
+    resolver(store_root, index_url=url).resolve()
+    newer = "1.36.100"
+    index_server.publish(newer, GOOD_FILES)
+    settled = resolver(store_root, "~1.36.99", index_url=url).resolve()
+    assert str(settled.binaries.version) == FAKE_VERSION, "an installed match is enough"
+    assert any("add '!'" in s.outcome for s in settled.steps)
+    forced = resolver(store_root, "~1.36.99!", index_url=url).resolve().binaries
+    assert str(forced.version) == newer
+
+
+def test_binaries_for_another_platform_are_fetched_into_their_own_entry(
+        index_server: IndexServer, store_root: Path, tmp_path: Path) -> None:
+    index_server.publish(FAKE_VERSION, GOOD_FILES, suffix="darwin-arm64")
+    # This machine's own assets are not taken for another platform's.
+    assets = tmp_path / "assets"
+    assets.mkdir()
+    for name in ("kube-apiserver", "etcd"):
+        (assets / name).write_bytes(b"#!/bin/sh\n")
+        (assets / name).chmod(0o755)
+    binaries = resolver(store_root, index_url=f"{index_server.url}/index.yaml",
+                        os_name="darwin", arch="arm64",
+                        environ=CLEAN_ENV | {"KUBEBUILDER_ASSETS": str(assets)}).resolve().binaries
+    assert binaries.directory == store_root / "k8s" / f"{FAKE_VERSION}-darwin-arm64"
+    with pytest.raises(ConfigurationError, match="unknown architecture 'risc'.*amd64, arm64"):
+        resolver(store_root, arch="risc")
+
+
+def test_sideload_from_a_file_and_from_stdin(store_root: Path, tmp_path: Path) -> None:
+    archive = tmp_path / f"envtest-v{FAKE_VERSION}-{platform_suffix()}.tar.gz"
+    archive.write_bytes(make_archive(GOOD_FILES))
+    cli = [sys.executable, "-m", "envtest.cli", "sideload", FAKE_VERSION]
+    loaded = subprocess.run([*cli, str(archive), "--bin-dir", str(store_root)],
+                            capture_output=True, text=True, env=CLEAN_ENV)
+    assert loaded.returncode == 0, loaded.stderr
+    entry = store_root / "k8s" / f"{FAKE_VERSION}-{platform_suffix()}"
+    assert loaded.stdout.strip() == str(entry)
+    assert resolver(store_root, installed_only=True).resolve().binaries.directory == entry
+
+    other = tmp_path / "other-store"
+    with open(archive, "rb") as stdin:
+        piped = subprocess.run([*cli, "-", "--bin-dir", str(other)], stdin=stdin,
+                               capture_output=True, text=True, env=CLEAN_ENV)
+    assert piped.returncode == 0, piped.stderr
+    assert BinaryStore(other).installed()[0].components == ("kube-apiserver", "etcd", "kubectl")
+
+
+def test_sideload_of_an_archive_without_the_binaries_is_refused(store_root: Path,
+                                                               tmp_path: Path) -> None:
+    archive = tmp_path / "wrong.tar.gz"
+    archive.write_bytes(make_archive({"kubectl": fake_binary("kubectl")}))
+    refused = subprocess.run([sys.executable, "-m", "envtest.cli", "sideload", FAKE_VERSION,
+                              str(archive), "--bin-dir", str(store_root)],
+                             capture_output=True, text=True, env=CLEAN_ENV)
+    assert refused.returncode == 1
+    assert "lacks kube-apiserver, etcd" in refused.stderr and "envtest archive" in refused.stderr
+    assert BinaryStore(store_root).installed() == []
+    missing = subprocess.run([sys.executable, "-m", "envtest.cli", "sideload", FAKE_VERSION,
+                              str(tmp_path / "nope.tar.gz"), "--bin-dir", str(store_root)],
+                             capture_output=True, text=True, env=CLEAN_ENV)
+    assert missing.returncode == 1 and "does not exist" in missing.stderr
+
+
+def test_a_downloaded_real_release_runs_a_control_plane(index_server: IndexServer,
+                                                       store_root: Path,
+                                                       default_binaries_version: Version) -> None:
+    """Archives in the official layout, made from the real binaries: the download lands in
+    setup-envtest's layout (flat, read-only), and a control plane starts from it."""
+    real = Resolver(str(default_binaries_version), installed_only=True).resolve().binaries
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz", compresslevel=1) as tar:
+        for name in ("kube-apiserver", "etcd"):
+            tar.add(real[name], arcname=f"controller-tools/envtest/{name}")
+    index_server.publish(str(default_binaries_version), archive=buffer.getvalue())
+    started = time.monotonic()
+    downloaded = Resolver(str(default_binaries_version), bin_dir=store_root,
+                          index_url=f"{index_server.url}/index.yaml",
+                          environ=CLEAN_ENV).resolve().binaries
+    seconds = time.monotonic() - started
+    entry = store_root / "k8s" / f"{default_binaries_version}-{platform_suffix()}"
+    assert downloaded.directory == entry and not entry.stat().st_mode & stat.S_IWUSR
+    assert seconds < 60, f"download + verify + unpack took {seconds:.1f} s"
+    with ControlPlane(binaries=downloaded) as control_plane:
+        assert kubernetes.client.VersionApi(control_plane.api_client()).get_code().git_version \
+            == default_binaries_version.tag

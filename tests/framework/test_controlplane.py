@@ -39,9 +39,11 @@ from kubernetes.client.rest import ApiException
 
 from envtest import (
     ADMIN_USER,
+    BinaryNotFoundError,
     ConfigurationError,
     ControlPlane,
     ControlPlaneError,
+    EnvtestError,
     ExistingCluster,
     ProcessExitedError,
     StartTimeoutError,
@@ -344,6 +346,7 @@ def _strict_context(ca: Path, cert: Path | None = None, key: Path | None = None
 
 def test_strict_tls_verification_passes(cp: ControlPlane) -> None:
     assert cp.pki is not None and cp.admin is not None and cp.apiserver is not None
+    cp.wait_fully_ready()  # admin readiness (the default) returns before every /readyz check
     credentials = cp.admin.credentials
     context = _strict_context(cp.pki.serving_ca_path, credentials.cert_path,
                               credentials.key_path)
@@ -802,10 +805,11 @@ _OWNER = textwrap.dedent("""
 """)
 
 
-def _start_owner(version: str, tmp_path: Path) -> tuple[subprocess.Popen[str], dict]:
+def _start_owner(version: str, tmp_path: Path,
+                 env: dict[str, str] | None = None) -> tuple[subprocess.Popen[str], dict]:
     log = open(tmp_path / "owner.log", "w")  # noqa: SIM115
     owner = subprocess.Popen([sys.executable, "-c", _OWNER, version], stdout=subprocess.PIPE,
-                             stderr=log, text=True)
+                             stderr=log, text=True, env={**os.environ, **(env or {})})
     log.close()
     try:
         line = LineReader(owner).wait_for("{", timeout=120)
@@ -816,12 +820,21 @@ def _start_owner(version: str, tmp_path: Path) -> tuple[subprocess.Popen[str], d
     return owner, json.loads(line)
 
 
-def test_sigkill_of_the_owner_leaves_nothing_running(version: str, tmp_path: Path) -> None:
-    owner, info = _start_owner(version, tmp_path)
+@pytest.mark.parametrize("portable", [False, True], ids=["pdeathsig", "portable-watcher"])
+def test_sigkill_of_the_owner_leaves_nothing_running(version: str, tmp_path: Path,
+                                                     portable: bool) -> None:
+    """Linux's parent-death signal, and the portable watcher macOS relies on (forced here:
+    no PR_SET_PDEATHSIG, no /dev/shm)."""
+    owner, info = _start_owner(version, tmp_path,
+                               {"ENVTEST_PORTABLE": "1" if portable else "0"})
     children = _processes(info["pids"])
     dirs = [Path(d) for d in info["dirs"]]
     assert len(children) == 2 and all(d.is_dir() for d in dirs)
     assert {c.ppid() for c in children} == {owner.pid}
+    watchers = [p for p in psutil.Process(owner.pid).children()
+                if p.pid not in info["pids"].values()]
+    assert bool(watchers) == portable, "the watcher runs only where PDEATHSIG is not used"
+    assert str(dirs[1]).startswith("/dev/shm/") != portable
 
     owner.send_signal(signal.SIGKILL)
     try:
@@ -895,3 +908,24 @@ def test_envtest_up_serves_kubectl_and_stops_on_sigint(version: str, tmp_path: P
             up.wait()
         for child in _survivors(children):
             child.kill()
+
+
+def test_kubectl_runs_as_the_admin_or_as_a_user(cp: ControlPlane,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TEST_ASSET_KUBECTL", str(KUBECTL))  # found like Go envtest finds it
+    listed = cp.kubectl("get", "namespace", "default", "-o", "name")
+    assert (listed.returncode, listed.stdout.strip()) == (0, "namespace/default"), listed.stderr
+    bob = cp.add_user(_unique("bob"))
+    denied = cp.kubectl("get", "pods", "-A", user=bob)
+    assert denied.returncode != 0 and "forbidden" in denied.stderr
+    with pytest.raises(EnvtestError, match="kubectl get no-such-kind failed"):
+        cp.kubectl("get", "no-such-kind", check=True)
+
+
+def test_no_kubectl_anywhere_says_how_to_get_one(cp: ControlPlane,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TEST_ASSET_KUBECTL", raising=False)
+    monkeypatch.delenv("KUBEBUILDER_ASSETS", raising=False)
+    monkeypatch.setenv("PATH", "/nonexistent")
+    with pytest.raises(BinaryNotFoundError, match=r"envtest use \S+ --with kubectl"):
+        cp.kubectl("version")
