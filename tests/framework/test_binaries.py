@@ -394,16 +394,19 @@ def test_missing_go_is_reported_with_alternatives(store_root: Path) -> None:
 
 
 def test_second_use_is_fast(default_binaries_version: Version) -> None:
-    import time
+    """A warm `envtest use` imports no client, asks no network: a fraction of a second."""
+    import statistics
 
-    started = time.monotonic()
-    out = subprocess.run([sys.executable, "-m", "envtest.cli", "use",
-                          default_binaries_version.minor_str, "-p", "path"],
-                         capture_output=True, text=True)
-    elapsed = time.monotonic() - started
-    assert out.returncode == 0, out.stderr
-    assert Path(out.stdout.strip(), "kube-apiserver").exists()
-    assert elapsed < 1.0, f"a cached `envtest use` took {elapsed:.2f} s"
+    times = []
+    for _ in range(3):
+        started = time.monotonic()
+        out = subprocess.run([str(Path(sys.executable).parent / "envtest"), "use",
+                              default_binaries_version.minor_str, "-p", "path"],
+                             capture_output=True, text=True)
+        times.append(time.monotonic() - started)
+        assert out.returncode == 0, out.stderr
+        assert Path(out.stdout.strip(), "kube-apiserver").exists()
+    assert statistics.median(times) < 0.5, f"a cached `envtest use` took {times} s"
 
 
 def test_cli_list_and_cleanup(index_server: IndexServer, store_root: Path) -> None:
