@@ -11,6 +11,8 @@ BENCHMARKS = [
     ["bench.bench_status_writes"],
     ["bench.bench_load", "--services", "200"],
     ["bench.bench_binaries"],
+    ["bench.bench_crds"],
+    ["bench.bench_isolation"],
 ]
 
 

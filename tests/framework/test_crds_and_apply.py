@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -293,3 +295,64 @@ metadata:
         apply({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "Not_Valid"}})
     assert "was rejected: HTTP 422" in str(rejected.value)
     assert "metadata.name: Invalid value" in str(rejected.value)
+
+
+# -- installing once -------------------------------------------------------------------------
+
+
+def _gizmo_crd(plural: str, extra_field: str | None = None) -> dict[str, Any]:
+    properties: dict[str, Any] = {"size": {"type": "integer"}}
+    if extra_field:
+        properties[extra_field] = {"type": "string"}
+    return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": f"{plural}.example.com"},
+            "spec": {"group": "example.com", "scope": "Namespaced",
+                     "names": {"kind": plural.capitalize()[:-1], "plural": plural},
+                     "versions": [{"name": "v1", "served": True, "storage": True,
+                                   "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                                       "spec": {"type": "object", "properties": properties}}}}}]}}
+
+
+def test_installing_the_same_crds_again_costs_a_lookup_not_an_apply(
+        k8s: Clients, install_crds: Any, api_calls: Any, tmp_path: Path) -> None:
+    plural = f"gizmos{uuid.uuid4().hex[:6]}"
+    path = tmp_path / "crd.yaml"
+    path.write_text(yaml.safe_dump(_gizmo_crd(plural)))
+    try:
+        assert install_crds(path) == [f"{plural}.example.com"]
+        first = api_calls.mark()
+        started = time.monotonic()
+        for _ in range(5):
+            assert install_crds(path) == [f"{plural}.example.com"]
+        per_install = (time.monotonic() - started) / 5
+        assert api_calls.count(resource="customresourcedefinitions", since=first) == 0
+        assert per_install < 0.05, f"{per_install * 1000:.0f} ms per unchanged install"
+        crd = k8s.apiextensions.read_custom_resource_definition(f"{plural}.example.com")
+        assert crd.metadata.annotations["pytest-envtest/content-hash"]
+    finally:
+        uninstall_crds(k8s.api_client, [f"{plural}.example.com"])
+
+
+def test_a_crd_file_that_changed_is_applied_again_never_served_stale(
+        k8s: Clients, install_crds: Any, apply: Any, tmp_path: Path) -> None:
+    plural = f"gizmos{uuid.uuid4().hex[:6]}"
+    name = f"{plural}.example.com"
+    path = tmp_path / "crd.yaml"
+    path.write_text(yaml.safe_dump(_gizmo_crd(plural)))
+    try:
+        install_crds(path)
+        path.write_text(yaml.safe_dump(_gizmo_crd(plural, extra_field="colour")))
+        install_crds(path)
+        served = k8s.apiextensions.read_custom_resource_definition(name)
+        assert "colour" in served.spec.versions[0].schema.open_apiv3_schema.properties[
+            "spec"].properties
+        (gizmo,) = apply({"apiVersion": "example.com/v1", "kind": plural.capitalize()[:-1],
+                          "metadata": {"name": "g"}, "spec": {"size": 1, "colour": "red"}})
+        assert gizmo.spec.colour == "red"  # pruned if the old schema were served
+
+        # Deleted behind the framework's back: installed again, not assumed.
+        uninstall_crds(k8s.api_client, [name])
+        assert install_crds(path) == [name]
+        assert k8s.apiextensions.read_custom_resource_definition(name).metadata.name == name
+    finally:
+        uninstall_crds(k8s.api_client, [name])

@@ -1,0 +1,68 @@
+"""Control planes of a test's own: started ahead of need, handed over, stopped after the test."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import psutil
+
+pytest_plugins = ["pytester"]
+
+INNER = '''
+import json, pytest
+
+RESULTS = {}
+
+def _record(name, envtest, k8s):
+    k8s.core.create_namespace({"metadata": {"name": "mine-" + name}})
+    names = [n.metadata.name for n in k8s.core.list_namespace().items]
+    print("RESULT", json.dumps({"name": name, "server": envtest.server,
+                                "pids": list(envtest.pids.values()),
+                                "others": sorted(n for n in names if n.startswith("mine-"))}))
+
+@pytest.mark.envtest_isolated
+def test_one(envtest, k8s):
+    _record("one", envtest, k8s)
+
+@pytest.mark.envtest_isolated
+def test_two(envtest, k8s):
+    _record("two", envtest, k8s)
+
+def test_shared(envtest, k8s, envtest_session):
+    assert envtest is envtest_session
+    _record("shared", envtest, k8s)
+
+def test_own_by_fixture(make_control_plane, envtest_session):
+    own = make_control_plane()
+    assert own.server != envtest_session.server
+    print("RESULT", json.dumps({"name": "fixture", "server": own.server,
+                                "pids": list(own.pids.values()), "others": []}))
+'''
+
+
+def test_isolated_tests_get_fresh_planes_started_ahead_and_stopped(inner_pytester: Any):
+    inner_pytester.makepyfile(test_inner=INNER)
+    result = inner_pytester.runpytest_subprocess("-p", "no:cacheprovider", "-s", timeout=240)
+    result.assert_outcomes(passed=4)
+    output = result.stdout.str()
+    results = {r["name"]: r for r in (json.loads(m) for m in re.findall(r"RESULT (\{.*\})",
+                                                                        output))}
+    servers = {name: r["server"] for name, r in results.items()}
+    assert len(set(servers.values())) == 4, servers  # each isolated test, its own plane
+    # Nothing one test made is seen by another: fresh clusters.
+    assert results["one"]["others"] == ["mine-one"] and results["two"]["others"] == ["mine-two"]
+    assert results["shared"]["others"] == ["mine-shared"]
+    assert re.search(r"envtest: control planes of tests' own: 3 handed over, median wait \d+ ms"
+                     r" \(started ahead: 1\)", output), output[-2000:]
+    for r in results.values():  # stopped after their test (and the session's at its end)
+        assert not [p for p in r["pids"] if psutil.pid_exists(p)
+                    and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+
+
+def test_no_plane_is_started_ahead_when_no_test_asks(inner_pytester: Any):
+    inner_pytester.makepyfile(test_plain="def test_plain(envtest):\n    assert envtest.server\n")
+    result = inner_pytester.runpytest_subprocess("-p", "no:cacheprovider", timeout=120)
+    result.assert_outcomes(passed=1)
+    assert "handed over" not in result.stdout.str()
