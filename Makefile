@@ -5,6 +5,8 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 K8S_VERSION ?= 1.37
 PYTEST_ARGS ?=
+# make test runs on every core (pytest-xdist; each worker its own control plane): 1 for serial
+TEST_WORKERS ?= auto
 MATRIX_VERSIONS ?= 1.34 1.35 1.36 1.37
 # Go may be installed without being on PATH in non-login shells.
 export PATH := $(PATH):/usr/local/go/bin
@@ -25,7 +27,7 @@ binaries: setup
 
 ## test: everything the README promises, on the default Kubernetes version
 test: binaries
-	ENVTEST_K8S_VERSION=$(K8S_VERSION) $(BIN)/python -m pytest $(PYTEST_ARGS)
+	ENVTEST_K8S_VERSION=$(K8S_VERSION) $(BIN)/python -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 ## test-reliability: the long fault loops (interrupts, kills) left out of `make test`
 test-reliability: binaries
