@@ -127,3 +127,69 @@ def test_existing_cluster_add_user_through_a_certificate_signing_request() -> No
             assert oct(user.kubeconfig_path.stat().st_mode & 0o777) == "0o600"
         finally:
             cluster.stop()
+
+
+# -- custom resources: the controllers see a CRD installed after they started -----------------
+
+
+def _crd(plural: str) -> dict:
+    return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": f"{plural}.cascade.example.com"},
+            "spec": {"group": "cascade.example.com", "scope": "Namespaced",
+                     "names": {"kind": plural.capitalize()[:-1], "plural": plural},
+                     "versions": [{"name": "v1", "served": True, "storage": True,
+                                   "schema": {"openAPIV3Schema": {
+                                       "type": "object",
+                                       "x-kubernetes-preserve-unknown-fields": True}}}]}}
+
+
+def _cascade_seconds(api_client, namespace: str, plural: str, rounds: int = 20) -> list[float]:
+    """Create a custom resource with a ConfigMap child, delete it, time until the child goes."""
+    import time
+
+    import kubernetes
+
+    custom = kubernetes.client.CustomObjectsApi(api_client)
+    core = kubernetes.client.CoreV1Api(api_client)
+    kind = plural.capitalize()[:-1]
+    seconds = []
+    for index in range(rounds):
+        owner = custom.create_namespaced_custom_object(
+            "cascade.example.com", "v1", namespace, plural,
+            {"apiVersion": "cascade.example.com/v1", "kind": kind,
+             "metadata": {"name": f"owner-{index}"}})
+        core.create_namespaced_config_map(namespace, {"metadata": {
+            "name": f"child-{index}", "ownerReferences": [{
+                "apiVersion": "cascade.example.com/v1", "kind": kind,
+                "name": owner["metadata"]["name"], "uid": owner["metadata"]["uid"]}]}})
+        started = time.monotonic()
+        custom.delete_namespaced_custom_object("cascade.example.com", "v1", namespace, plural,
+                                               f"owner-{index}")
+        eventually(lambda i=index: not _exists(core.read_namespaced_config_map, f"child-{i}",
+                                               namespace), timeout=60, interval=0.02)
+        seconds.append(time.monotonic() - started)
+    return seconds
+
+
+@pytest.mark.envtest_controllers("garbagecollector")
+def test_a_crd_installed_after_the_controllers_started_is_collected_at_once(
+        install_crds, k8s, namespace) -> None:
+    plural = f"widgets{namespace[-5:]}"
+    install_crds(_crd(plural))  # the garbage collector started long before
+    try:
+        seconds = _cascade_seconds(k8s.api_client, namespace, plural)
+        assert max(seconds) < 2.0, f"cascades took {[round(s, 2) for s in seconds]} s"
+    finally:
+        from envtest import uninstall_crds
+
+        uninstall_crds(k8s.api_client, [f"{plural}.cascade.example.com"])
+
+
+def test_a_crd_given_to_a_control_plane_with_controllers_is_collected_at_once(
+        make_control_plane) -> None:
+    from envtest import create_namespace
+
+    own = make_control_plane(controllers=("garbagecollector",), crds=[_crd("gadgets")])
+    create_namespace(own.api_client(), "cascade")
+    seconds = _cascade_seconds(own.api_client(), "cascade", "gadgets")
+    assert max(seconds) < 2.0, f"cascades took {[round(s, 2) for s in seconds]} s"
