@@ -8,13 +8,23 @@ scoped: two diverging definitions would fight over the same name).
 from __future__ import annotations
 
 import os
+import queue
 import socket
+import subprocess
+import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
+
+import psutil
+
+from envtest import eventually
 
 # pytester points HOME at a temporary directory; inner runs must still find the
 # binary cache, which lives under the real ${XDG_DATA_HOME:-~/.local/share}.
 REAL_DATA_HOME = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+KUBECTL = Path(sys.executable).parent / "kubectl"
 
 WIDGET_GROUP, WIDGET_VERSION, WIDGET_PLURAL = "example.com", "v1", "widgets"
 WIDGET_CRD: dict[str, Any] = {
@@ -64,3 +74,76 @@ def unused_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
+
+
+# -- child processes ---------------------------------------------------------------
+
+
+def survivors(processes: list[psutil.Process]) -> list[psutil.Process]:
+    """Processes still running (a zombie waiting for its reaper counts as gone)."""
+    alive = []
+    for process in processes:
+        try:
+            if process.is_running() and process.status() != psutil.STATUS_ZOMBIE:
+                alive.append(process)
+        except psutil.NoSuchProcess:
+            pass
+    return alive
+
+
+def assert_gone(processes: list[psutil.Process], timeout: float = 5.0, what: str = "") -> None:
+    assert processes, "no processes to check (the test captured nothing)"
+    eventually(lambda: not survivors(processes), timeout=timeout, interval=0.05,
+               message=f"{what or 'processes'} still running: {survivors(processes)}")
+
+
+def kubectl(kubeconfig: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KUBE")}
+    env["KUBECONFIG"] = str(kubeconfig)
+    env["HOME"] = str(kubeconfig.parent)  # kubectl's discovery cache stays in the private dir
+    return subprocess.run([str(KUBECTL), *args], capture_output=True, text=True, env=env,
+                          timeout=60, check=False)
+
+
+class LineReader:
+    """Reads a child's stdout in a thread, so waiting for a line has a timeout."""
+
+    def __init__(self, process: subprocess.Popen[str]) -> None:
+        self.lines: list[str] = []
+        self._queue: queue.Queue[str | None] = queue.Queue()
+        assert process.stdout is not None
+        self._thread = threading.Thread(target=self._pump, args=(process.stdout,), daemon=True)
+        self._thread.start()
+
+    def _pump(self, stream: object) -> None:
+        for line in stream:  # type: ignore[attr-defined]
+            self._queue.put(line.rstrip("\n"))
+        self._queue.put(None)
+
+    def wait_for(self, prefix: str, timeout: float = 60.0) -> str:
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise AssertionError(f"no line starting with {prefix!r} within {timeout} s; "
+                                     f"got {self.lines}")
+            try:
+                line = self._queue.get(timeout=remaining)
+            except queue.Empty:
+                continue
+            if line is None:
+                raise AssertionError(f"output ended before a line starting with {prefix!r}; "
+                                     f"got {self.lines}")
+            self.lines.append(line)
+            if line.startswith(prefix):
+                return line
+
+    def rest(self, timeout: float = 10.0) -> list[str]:
+        self._thread.join(timeout)
+        while True:
+            try:
+                line = self._queue.get_nowait()
+            except queue.Empty:
+                return self.lines
+            if line is not None:
+                self.lines.append(line)

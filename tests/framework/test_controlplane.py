@@ -13,14 +13,12 @@ from __future__ import annotations
 import http.client
 import json
 import os
-import queue
 import signal
 import socket
 import ssl
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -34,7 +32,10 @@ import yaml
 from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-from framework_helpers import unused_port
+from framework_helpers import KUBECTL, LineReader, unused_port
+from framework_helpers import assert_gone as _assert_gone
+from framework_helpers import kubectl as _kubectl
+from framework_helpers import survivors as _survivors
 from kubernetes.client.rest import ApiException
 
 from envtest import (
@@ -52,7 +53,6 @@ from envtest import (
 )
 
 BIN_DIR = Path(sys.executable).parent
-KUBECTL = BIN_DIR / "kubectl"
 ENVTEST_CLI = BIN_DIR / "envtest"
 STOP_BUDGET_SECONDS = 1.0
 
@@ -68,24 +68,6 @@ def _processes(pids: dict[str, int] | list[int]) -> list[psutil.Process]:
     """psutil handles taken while the processes run, so a reused pid is never confused."""
     values = pids.values() if isinstance(pids, dict) else pids
     return [psutil.Process(pid) for pid in values]
-
-
-def _survivors(processes: list[psutil.Process]) -> list[psutil.Process]:
-    """Processes still running (a zombie waiting for its reaper counts as gone)."""
-    alive = []
-    for process in processes:
-        try:
-            if process.is_running() and process.status() != psutil.STATUS_ZOMBIE:
-                alive.append(process)
-        except psutil.NoSuchProcess:
-            pass
-    return alive
-
-
-def _assert_gone(processes: list[psutil.Process], timeout: float = 5.0, what: str = "") -> None:
-    assert processes, "no processes to check (the test captured nothing)"
-    eventually(lambda: not _survivors(processes), timeout=timeout, interval=0.05,
-               message=f"{what or 'processes'} still running: {_survivors(processes)}")
 
 
 def _namespace(api: kubernetes.client.CoreV1Api, name: str | None = None) -> str:
@@ -111,14 +93,6 @@ def _https_get(port: int, path: str, context: ssl.SSLContext, host: str = "127.0
         connection.close()
 
 
-def _kubectl(kubeconfig: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KUBE")}
-    env["KUBECONFIG"] = str(kubeconfig)
-    env["HOME"] = str(kubeconfig.parent)  # kubectl's discovery cache stays in the private dir
-    return subprocess.run([str(KUBECTL), *args], capture_output=True, text=True, env=env,
-                          timeout=60, check=False)
-
-
 def _load_cert(path: Path) -> x509.Certificate:
     return x509.load_pem_x509_certificate(path.read_bytes())
 
@@ -138,50 +112,6 @@ def _privileged_pod(name: str) -> kubernetes.client.V1Pod:
             name="main", image="busybox",
             security_context=kubernetes.client.V1SecurityContext(privileged=True))]),
     )
-
-
-class LineReader:
-    """Reads a child's stdout in a thread, so waiting for a line has a timeout."""
-
-    def __init__(self, process: subprocess.Popen[str]) -> None:
-        self.lines: list[str] = []
-        self._queue: queue.Queue[str | None] = queue.Queue()
-        assert process.stdout is not None
-        self._thread = threading.Thread(target=self._pump, args=(process.stdout,), daemon=True)
-        self._thread.start()
-
-    def _pump(self, stream: object) -> None:
-        for line in stream:  # type: ignore[attr-defined]
-            self._queue.put(line.rstrip("\n"))
-        self._queue.put(None)
-
-    def wait_for(self, prefix: str, timeout: float = 60.0) -> str:
-        deadline = time.monotonic() + timeout
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise AssertionError(f"no line starting with {prefix!r} within {timeout} s; "
-                                     f"got {self.lines}")
-            try:
-                line = self._queue.get(timeout=remaining)
-            except queue.Empty:
-                continue
-            if line is None:
-                raise AssertionError(f"output ended before a line starting with {prefix!r}; "
-                                     f"got {self.lines}")
-            self.lines.append(line)
-            if line.startswith(prefix):
-                return line
-
-    def rest(self, timeout: float = 10.0) -> list[str]:
-        self._thread.join(timeout)
-        while True:
-            try:
-                line = self._queue.get_nowait()
-            except queue.Empty:
-                return self.lines
-            if line is not None:
-                self.lines.append(line)
 
 
 # -- fixtures ------------------------------------------------------------------------
