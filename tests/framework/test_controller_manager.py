@@ -41,7 +41,9 @@ def _exists(read, *args) -> bool:  # type: ignore[no-untyped-def]
 def test_controller_manager_runs_only_the_controllers_asked_for(envtest) -> None:
     assert "kube-controller-manager" in envtest.pids
     command = psutil.Process(envtest.pids["kube-controller-manager"]).cmdline()
-    assert f"--controllers={','.join(sorted(CONTROLLERS))}" in command
+    # The names as the binary spells them (the short forms asked for are its aliases).
+    assert ("--controllers=garbage-collector-controller,namespace-controller,"
+            "serviceaccount-controller,serviceaccount-token-controller") in command
     assert "--use-service-account-credentials=true" in command
 
 
