@@ -50,6 +50,7 @@ from rich.console import Console
 from rich.table import Table
 
 from envtest import (
+    CLUSTER_CONTROLLERS,
     AuditLog,
     ConsoleProgress,
     ControlPlane,
@@ -59,6 +60,8 @@ from envtest import (
     grant_cluster_roles,
     install_crds,
     request,
+    start_workloads,
+    wait_for_service_account,
 )
 from ray_operator import Operator, OperatorConfig
 from ray_operator.testing import FakeDashboardFleet
@@ -183,8 +186,15 @@ def main(argv: list[str] | None = None) -> int:
                         help="also trace Python allocations keeping FRAMES frames each and "
                              "report those under the operator's code (slows everything down; "
                              "5 reaches the JSON decoding of the informers' caches)")
-    parser.add_argument("--out", type=Path, default=RESULTS / "load.json")
+    parser.add_argument("--profile", choices=("minimal", "cluster"), default="minimal",
+                        help="cluster: the Ray Pods are scheduled by kube-scheduler onto "
+                        "simulated Nodes and run by the Pod lifecycle engine (instead of a "
+                        "PodSimulator), with the workload controllers running")
+    parser.add_argument("--nodes", type=int, default=20, help="simulated Nodes (cluster)")
+    parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
+    if args.out is None:
+        args.out = RESULTS / ("load-cluster.json" if args.profile == "cluster" else "load.json")
     console = Console(highlight=False)
     names = [f"svc-{i:03d}" for i in range(args.services)]
     load_before = os.getloadavg()
@@ -195,20 +205,31 @@ def main(argv: list[str] | None = None) -> int:
     # Three Services per RayService (the cluster's head Service, the service's head and serve
     # Services): the apiserver's default range (10.0.0.0/24, as kube-apiserver's own default)
     # runs out of ClusterIPs after about 80 RayServices.
+    cluster = args.profile == "cluster"
+    profile_args: dict[str, Any] = {"controllers": CLUSTER_CONTROLLERS, "scheduler": True,
+                                    "service_accounts": True} if cluster else {}
     with ControlPlane(progress=ConsoleProgress(console),
-                      apiserver_args={"service-cluster-ip-range": SERVICE_CIDR}) as cp:
+                      apiserver_args={"service-cluster-ip-range": SERVICE_CIDR},
+                      **profile_args) as cp:
         admin = cp.api_client()
         install_crds(admin, [CRDS])
         create_namespace(admin, NAMESPACE)
+        workloads = None
+        if cluster:
+            wait_for_service_account(admin, NAMESPACE)
+            workloads = start_workloads(cp, args.nodes, events=False)
+            workloads.kubelet.plan = PodPlan(running_after=args.running_after,
+                                             ready_after=args.ready_after)
         user = "ray-operator-load"
         grant_cluster_roles(admin, user, RBAC)
         operator_client = cp.add_user(user).api_client()
         operator_client.configuration.connection_pool_maxsize = 32
         fleet = FakeDashboardFleet(namespace=NAMESPACE)
         fleet.start_when_head_ready(admin, NAMESPACE, delay_seconds=args.dashboard_after)
-        simulator = PodSimulator(admin, selector="ray.io/is-ray-node=yes", namespace=NAMESPACE,
-                                 plan=PodPlan(running_after=args.running_after,
-                                              ready_after=args.ready_after)).start()
+        simulator = None if cluster else PodSimulator(
+            admin, selector="ray.io/is-ray-node=yes", namespace=NAMESPACE,
+            plan=PodPlan(running_after=args.running_after,
+                         ready_after=args.ready_after)).start()
         apiserver_pid, etcd_pid = cp.pids["kube-apiserver"], cp.pids["etcd"]
         apiserver_rss_before, etcd_rss_before = rss(apiserver_pid), rss(etcd_pid)
         me = os.getpid()
@@ -289,10 +310,14 @@ def main(argv: list[str] | None = None) -> int:
             status_writes = Counter(c.target for c in operator_calls
                                     if c.subresource == "status")
             writes_by_verb = Counter(f"{c.verb} {c.target}" for c in operator_calls)
-            simulator_errors = list(simulator.errors)
+            simulator_errors = list(simulator.errors if simulator else workloads.kubelet.errors
+                                    if workloads else [])
         finally:
             operator.stop()
-            simulator.stop()
+            if simulator is not None:
+                simulator.stop()
+            if workloads is not None:
+                workloads.stop()
             fleet.close()
         version = cp.version
 
@@ -303,7 +328,8 @@ def main(argv: list[str] | None = None) -> int:
         "when": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "kubernetes_version": version,
         "services": len(names),
-        "settings": {"running_after": args.running_after, "ready_after": args.ready_after,
+        "settings": {"profile": args.profile, "running_after": args.running_after,
+                     "ready_after": args.ready_after,
                      "dashboard_after": args.dashboard_after, "workers": args.workers,
                      "service_requeue_seconds": OperatorConfig().service_requeue_seconds,
                      "tracemalloc": args.tracemalloc, "timeout": args.timeout,
