@@ -262,6 +262,13 @@ def test_installed_only_never_obtains(index_server: IndexServer, store_root: Pat
     assert sum(index_server.hits.values()) == 0
 
 
+def test_a_missing_scheduler_says_how_to_get_it(store_root: Path) -> None:
+    with pytest.raises(BinaryNotFoundError) as failure:
+        resolver(store_root, installed_only=True,
+                 components=("kube-scheduler",)).resolve()
+    assert f"envtest use {FAKE_VERSION} --with kube-scheduler" in str(failure.value)
+
+
 def test_read_only_cache_root_is_reported(index_server: IndexServer, tmp_path: Path) -> None:
     if os.geteuid() == 0:
         # root ignores permission bits; a file where the cache dir should be is refused by all
