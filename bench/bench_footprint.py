@@ -1,0 +1,77 @@
+"""Memory and start of one control plane: the "lean" footprint (the default) vs "full"
+(kube-apiserver's own defaults), the same binaries, interleaved starts.
+
+For each start: seconds until usable by the admin (the plugin's default readiness), then,
+once every readiness check passed and ``--settle`` seconds more went by, the RSS of etcd
+and kube-apiserver.  Medians and the lean/full ratio.  Writes
+``bench/results/footprint.json``.
+
+    python -m bench.bench_footprint [--runs 5] [--settle 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+from rich.console import Console
+
+from envtest import ControlPlane
+
+RESULTS = Path(__file__).resolve().parent / "results"
+console = Console()
+
+
+def one_start(footprint: str, settle: float) -> dict[str, float]:
+    started = time.monotonic()
+    with ControlPlane(footprint=footprint, readiness="admin") as cp:
+        start = time.monotonic() - started
+        cp.wait_fully_ready()
+        time.sleep(settle)  # a figure at a fixed age: the Go heap settles after the bootstrap
+        rss = {name: psutil.Process(pid).memory_info().rss / 2**20
+               for name, pid in cp.pids.items()}
+    return {"start_seconds": start, "etcd_mib": rss["etcd"],
+            "apiserver_mib": rss["kube-apiserver"],
+            "total_mib": rss["etcd"] + rss["kube-apiserver"]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--settle", type=float, default=5.0)
+    parser.add_argument("--out", type=Path, default=RESULTS / "footprint.json")
+    args = parser.parse_args(argv)
+    runs: dict[str, list[dict[str, float]]] = {"full": [], "lean": []}
+    for index in range(args.runs):
+        for footprint in (("full", "lean") if index % 2 == 0 else ("lean", "full")):
+            figures = one_start(footprint, args.settle)
+            runs[footprint].append(figures)
+            console.print(f"[{index}] {footprint:4}: start {figures['start_seconds']:.2f} s, "
+                          f"etcd {figures['etcd_mib']:.0f} MiB + apiserver "
+                          f"{figures['apiserver_mib']:.0f} MiB = {figures['total_mib']:.0f} MiB")
+    medians: dict[str, dict[str, float]] = {
+        footprint: {key: statistics.median(r[key] for r in results) for key in results[0]}
+        for footprint, results in runs.items()}
+    report: dict[str, Any] = {
+        "when": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "machine": {"cpus": os.cpu_count(), "load_average": os.getloadavg()},
+        "runs": runs, "medians": medians,
+        "ratio_lean_to_full": {key: medians["lean"][key] / medians["full"][key]
+                               for key in medians["lean"]},
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    console.print_json(json.dumps({"medians": medians,
+                                   "ratio_lean_to_full": report["ratio_lean_to_full"]}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,56 @@
+"""The lean footprint (the default) serves every API an operator's test may use, and less;
+``footprint="full"`` gives kube-apiserver's own defaults back."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import psutil
+import pytest
+
+import envtest
+
+OPERATOR_GROUPS = ("apps", "batch", "rbac.authorization.k8s.io", "coordination.k8s.io",
+                   "admissionregistration.k8s.io", "events.k8s.io", "discovery.k8s.io",
+                   "apiregistration.k8s.io", "apiextensions.k8s.io", "networking.k8s.io",
+                   "policy", "autoscaling", "storage.k8s.io", "scheduling.k8s.io",
+                   "certificates.k8s.io")
+
+
+def _groups(cluster: envtest.Cluster) -> set[str]:
+    listing = envtest.request(cluster.api_client(), "GET", "/apis")
+    return {group["name"] for group in listing["groups"]}
+
+
+def _environ(pid: int) -> dict[str, str]:
+    raw = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    return dict(item.decode().split("=", 1) for item in raw if b"=" in item)
+
+
+def test_lean_serves_what_operators_use_and_not_the_rest(envtest) -> None:
+    served = _groups(envtest)
+    assert set(OPERATOR_GROUPS) <= served
+    assert not served & {"flowcontrol.apiserver.k8s.io", "resource.k8s.io",
+                         "storagemigration.k8s.io", "node.k8s.io"}
+    command = psutil.Process(envtest.pids["kube-apiserver"]).cmdline()
+    assert "--enable-priority-and-fairness=false" in command
+    for component in ("kube-apiserver", "etcd"):
+        assert _environ(envtest.pids[component]).get("GOGC") == "50"
+
+
+def test_full_is_kube_apiservers_own_defaults(make_control_plane) -> None:
+    full = make_control_plane(footprint="full")
+    assert {"flowcontrol.apiserver.k8s.io", "resource.k8s.io", "node.k8s.io"} <= _groups(full)
+    assert "GOGC" not in _environ(full.pids["kube-apiserver"])
+    command = psutil.Process(full.pids["kube-apiserver"]).cmdline()
+    assert not any(arg.startswith("--enable-priority-and-fairness") for arg in command)
+
+
+@pytest.mark.envtest_profile("cluster")
+def test_the_cluster_profile_keeps_what_the_scheduler_watches(envtest) -> None:
+    assert "resource.k8s.io" in _groups(envtest)
+
+
+def test_an_unknown_footprint_names_the_choices() -> None:
+    with pytest.raises(envtest.ConfigurationError, match="choose one of lean, full"):
+        envtest.ControlPlane(footprint="tiny")
