@@ -56,7 +56,10 @@ def main(argv: list[str] | None = None) -> int:
                     result = stage.run(control_plane, timing)
                 results[gate].append(result)
                 console.print(f"run {run}/{args.runs} serve_gate={gate:<8} "
-                              f"{result.status_writes:>3} status writes, Running after "
+                              f"{result.status_writes:>3} status writes ("
+                              f"{result.redundant_status_writes} stored nothing, "
+                              f"{result.noise_only_status_writes} only timestamps or nothing), "
+                              f"Running after "
                               f"{result.duration:.1f} s")
         version = control_plane.version
     elapsed = time.monotonic() - started
@@ -90,6 +93,11 @@ def main(argv: list[str] | None = None) -> int:
                     "load_average_after": os.getloadavg()},
         "status_writes": {gate: {**stats[gate], "runs": counts[gate]} for gate in GATES},
         "ratio_of_medians": round(ratio, 2),
+        "redundant_status_writes": {
+            gate: {"stored_nothing": [r.redundant_status_writes for r in results[gate]],
+                   "only_timestamps_or_nothing": [r.noise_only_status_writes
+                                                  for r in results[gate]]}
+            for gate in GATES},
         "kuberay_seed": KUBERAY,
         "runs": {gate: [{k: v for k, v in r.as_dict().items() if k != "events"}
                         for r in results[gate]] for gate in GATES},

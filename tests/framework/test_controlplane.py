@@ -569,7 +569,7 @@ def test_flags_changed_after_prepare_reach_the_process(version: str) -> None:
         control_plane.start()
         cmdline = psutil.Process(control_plane.pids["kube-apiserver"]).cmdline()
         assert [a for a in cmdline if a.startswith("--disable-admission-plugins")] == [
-            "--disable-admission-plugins=ServiceAccount",
+            "--disable-admission-plugins=ServiceAccount,RuntimeClass",  # lean: no node.k8s.io
             "--disable-admission-plugins=DefaultStorageClass"]
     finally:
         control_plane.stop()

@@ -40,11 +40,14 @@ import yaml
 from kubernetes.client.rest import ApiException
 
 from envtest import (
+    ApiCalls,
     AuditLog,
     ControlPlane,
     Mark,
     PodPlan,
     PodSimulator,
+    Recorder,
+    RestMapper,
     ThreadOperator,
     add_watchdog,
     apply,
@@ -55,6 +58,7 @@ from envtest import (
     namespace_name,
     remove_watchdog,
     request,
+    resolve_kind,
 )
 from ray_operator import Operator, OperatorConfig, ServeGate
 from ray_operator.testing import FakeDashboardFleet, ServePolicy
@@ -67,6 +71,8 @@ RBAC = ROOT / "operator" / "config" / "rbac" / "role.yaml"
 GATES: tuple[ServeGate, ...] = ("head-pod", "none")
 RAY_GROUP_PATH = "/apis/ray.io/v1"
 STATUS_WRITE_VERBS = ("update", "patch")
+#: Status fields that change on every write and say nothing new (the seed's redundant writes).
+STATUS_NOISE = ("*lastUpdateTime", "*LastUpdateTime", "*lastTransitionTime")
 
 # Timeline event kinds, one lane each in the demo's chart.
 POD = "pod"
@@ -136,6 +142,10 @@ class ScenarioResult:
     refused_calls: int = 0
     """Dashboard calls the operator made that were refused (from the operator's log)."""
     refused_call_times: list[float] = field(default_factory=list)
+    redundant_status_writes: int = 0
+    """Status writes kube-apiserver did not store (the object was the same after them)."""
+    noise_only_status_writes: int = 0
+    """Status writes that changed nothing but timestamps (``STATUS_NOISE``), no-ops included."""
     serve_submissions: int = 0
     active_cluster: str = ""
 
@@ -398,6 +408,8 @@ def run_scenario(
                                               delay_seconds=timing.dashboard_after)
         stack.callback(watcher.stop)
         refused = stack.enter_context(_RefusedCalls(f"{namespace}/{name}"))
+        recording = stack.enter_context(Recorder(
+            api_client, [resolve_kind(RestMapper(api_client), "rayservices")], namespace))
         if not watcher.wait_synced(10):
             raise RuntimeError(f"the head-Pod watcher for {namespace} never synced")
         since = audit.mark()
@@ -422,6 +434,11 @@ def run_scenario(
         result.status_writes = len(audit.calls(
             user=operator_user, verb=STATUS_WRITE_VERBS, resource="rayservices",
             subresource="status", namespace=namespace, name=name, since=since, until=until))
+        calls = ApiCalls(audit, since, recorders=[recording])
+        writes = {"user": operator_user, "resource": "rayservices", "subresource": "status",
+                  "namespace": namespace, "name": name, "until": until}
+        result.redundant_status_writes = len(calls.redundant(**writes))
+        result.noise_only_status_writes = len(calls.redundant(noise=STATUS_NOISE, **writes))
         return result
 
 

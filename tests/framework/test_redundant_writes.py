@@ -1,0 +1,115 @@
+"""Redundant writes, judged from the audit log: updates kube-apiserver did not store."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import kubernetes.client
+import pytest
+from framework_helpers import WIDGET_CRD, WIDGET_GROUP, WIDGET_PLURAL, WIDGET_VERSION, widget
+from kubernetes.client.rest import ApiException
+
+pytestmark = pytest.mark.envtest_crds(WIDGET_CRD)
+
+
+def _writer(envtest, name: str) -> tuple[str, kubernetes.client.CustomObjectsApi]:
+    user = envtest.add_user(f"{name}-{uuid.uuid4().hex[:6]}", ["system:masters"])
+    return user.name, kubernetes.client.CustomObjectsApi(user.api_client())
+
+
+def _read(api: kubernetes.client.CustomObjectsApi, namespace: str, name: str) -> dict[str, Any]:
+    return api.get_namespaced_custom_object(WIDGET_GROUP, WIDGET_VERSION, namespace,
+                                            WIDGET_PLURAL, name)
+
+
+def _write_status(api: kubernetes.client.CustomObjectsApi, namespace: str, obj: dict[str, Any],
+                  ready: bool) -> dict[str, Any]:
+    obj = {**obj, "status": {"ready": ready}}
+    return api.replace_namespaced_custom_object_status(
+        WIDGET_GROUP, WIDGET_VERSION, namespace, WIDGET_PLURAL, obj["metadata"]["name"], obj)
+
+
+def test_the_same_status_ten_times_is_nine_redundant_writes(envtest, k8s, namespace,
+                                                             api_calls) -> None:
+    k8s.custom.create_namespaced_custom_object(WIDGET_GROUP, WIDGET_VERSION, namespace,
+                                               WIDGET_PLURAL, widget("spam"))
+    user, api = _writer(envtest, "spammer")
+    for _ in range(10):  # a controller that writes its status on every reconcile
+        _write_status(api, namespace, _read(api, namespace, "spam"), ready=True)
+    judged = api_calls.judged(user=user, resource=WIDGET_PLURAL, subresource="status")
+    assert (len(judged.redundant), len(judged.effective), len(judged.unjudged)) == (9, 1, 0)
+    with pytest.raises(AssertionError, match="9 redundant writes"):
+        api_calls.assert_no_redundant_writes(user=user, subresource="status")
+    api_calls.assert_no_redundant_writes(tolerance=9, user=user, subresource="status")
+
+
+def test_writing_only_on_change_has_none(envtest, k8s, namespace, api_calls) -> None:
+    k8s.custom.create_namespaced_custom_object(WIDGET_GROUP, WIDGET_VERSION, namespace,
+                                               WIDGET_PLURAL, widget("calm"))
+    user, api = _writer(envtest, "calm")
+    for wanted in (True, True, False, False, True):  # reconciles; it writes when different
+        current = _read(api, namespace, "calm")
+        if (current.get("status") or {}).get("ready") != wanted:
+            _write_status(api, namespace, current, wanted)
+    assert api_calls.count(user=user, verb="update", succeeded=True) == 3
+    assert api_calls.redundant(user=user) == []
+    api_calls.assert_no_redundant_writes(user=user)
+
+
+def test_two_writers_a_conflict_and_a_delete(envtest, k8s, namespace, api_calls) -> None:
+    k8s.custom.create_namespaced_custom_object(WIDGET_GROUP, WIDGET_VERSION, namespace,
+                                               WIDGET_PLURAL, widget("shared"))
+    alice, a = _writer(envtest, "alice")
+    bob, b = _writer(envtest, "bob")
+    seen_by_a, seen_by_b = _read(a, namespace, "shared"), _read(b, namespace, "shared")
+    _write_status(a, namespace, seen_by_a, True)                    # changes it
+    with pytest.raises(ApiException) as conflict:
+        _write_status(b, namespace, seen_by_b, False)               # stale: 409
+    assert conflict.value.status == 409
+    _write_status(b, namespace, _read(b, namespace, "shared"), False)  # changes it
+    _write_status(a, namespace, _read(a, namespace, "shared"), False)  # the same: no-op
+    _write_status(b, namespace, _read(b, namespace, "shared"), False)  # the same: no-op
+    k8s.custom.delete_namespaced_custom_object(WIDGET_GROUP, WIDGET_VERSION, namespace,
+                                               WIDGET_PLURAL, "shared")
+    judged = api_calls.judged(user=[alice, bob], resource=WIDGET_PLURAL)
+    assert [c.user for c in judged.effective] == [alice, bob]
+    assert [c.user for c in judged.redundant] == [alice]
+    assert [c.user for c in judged.unjudged] == [bob]  # followed by the delete: unknown
+    assert api_calls.count(user=bob, code=409) == 1
+
+
+GAUGE_CRD: dict[str, Any] = {
+    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+    "metadata": {"name": "gauges.example.com"},
+    "spec": {"group": "example.com", "scope": "Namespaced",
+             "names": {"kind": "Gauge", "plural": "gauges", "singular": "gauge"},
+             "versions": [{"name": "v1", "served": True, "storage": True,
+                           "subresources": {"status": {}},
+                           "schema": {"openAPIV3Schema": {
+                               "type": "object", "properties": {"status": {
+                                   "type": "object",
+                                   "x-kubernetes-preserve-unknown-fields": True}}}}}]}}
+
+
+@pytest.mark.envtest_crds(GAUGE_CRD)
+def test_timestamp_only_changes_are_redundant_only_when_called_noise(
+        envtest, k8s, namespace, api_calls, recorder) -> None:
+    recording = recorder("gauges")
+    k8s.custom.create_namespaced_custom_object("example.com", "v1", namespace, "gauges", {
+        "apiVersion": "example.com/v1", "kind": "Gauge", "metadata": {"name": "g"}})
+    user, api = _writer(envtest, "ticker")
+    for tick in range(5):  # the phase once, then only a fresh lastUpdateTime
+        current = api.get_namespaced_custom_object("example.com", "v1", namespace, "gauges",
+                                                   "g")
+        current["status"] = {"phase": "Ready", "lastUpdateTime": f"t{tick}"}
+        api.replace_namespaced_custom_object_status("example.com", "v1", namespace, "gauges",
+                                                    "g", current)
+    assert api_calls.redundant(user=user) == []  # each stored a new version
+    noisy = api_calls.redundant(noise=["status.lastUpdateTime"], user=user)
+    assert len(noisy) == 4
+    first = recording.changes[1]  # [0]: the create
+    assert {f.path for f in first.fields} == {"status.phase", "status.lastUpdateTime"}
+    assert [f.path for f in recording.changes[-1].fields] == ["status.lastUpdateTime"]
+    with pytest.raises(ValueError, match="record the resource"):
+        api_calls.redundant(noise=["*Time"], user=user, resource=WIDGET_PLURAL)
