@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import kubernetes.client
@@ -21,7 +22,7 @@ import pytest
 
 import envtest.controlplane.plane as plane_module
 from envtest import ControlPlane, Version, eventually
-from envtest.system.ports import free_ports, port_in_use
+from envtest.system.ports import free_ports, port_in_use, release_ports, sweep_claims
 from envtest.system.workdirs import PREFIX, record_owners, remove_stale_dirs
 
 
@@ -164,3 +165,26 @@ def test_remove_stale_dirs_treats_a_zombie_owner_as_dead(tmp_path: Path) -> None
         assert remove_stale_dirs([tmp_path]) == [stale]
     finally:
         exited.wait()
+
+
+def test_claims_are_released_and_stale_ones_swept(tmp_path: Path) -> None:
+    ports = free_ports(3, claim_dir=tmp_path)
+    assert sorted(int(p.name) for p in tmp_path.iterdir() if p.name.isdigit()) == sorted(ports)
+    release_ports(ports[:2], claim_dir=tmp_path)
+    assert [p.name for p in tmp_path.iterdir() if p.name.isdigit()] == [str(ports[2])]
+    # Claims of a dead process and expired ones go at the next sweep; live, fresh ones stay.
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)
+    (tmp_path / "40001").write_text(dead.stdout.strip())
+    (tmp_path / "40002").write_text(str(os.getpid()))
+    old = time.time() - 3600
+    os.utime(tmp_path / "40002", (old, old))
+    assert sweep_claims(tmp_path) == 2
+    assert [p.name for p in tmp_path.iterdir() if p.name.isdigit()] == [str(ports[2])]
+
+
+def test_a_started_control_plane_leaves_no_claims(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr("envtest.system.ports._CLAIM_DIR", tmp_path / "claims")
+    with ControlPlane() as control_plane:
+        assert control_plane.server
+        assert not [p for p in (tmp_path / "claims").iterdir() if p.name.isdigit()]
