@@ -49,7 +49,9 @@ from envtest import (
     ProcessExitedError,
     StartTimeoutError,
     UnsupportedError,
+    api_client_from_kubeconfig,
     eventually,
+    wait_for,
 )
 
 BIN_DIR = Path(sys.executable).parent
@@ -806,32 +808,51 @@ def test_sigterm_of_the_owner_stops_children_and_removes_dirs(version: str,
 
 def test_envtest_up_serves_kubectl_and_stops_on_sigint(version: str, tmp_path: Path) -> None:
     log = open(tmp_path / "up.err", "w")  # noqa: SIM115
-    up = subprocess.Popen([str(ENVTEST_CLI), "up", "--k8s-version", version],
+    manifest = tmp_path / "web.yaml"
+    manifest.write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: web, labels: {app: web}}\n"
+                        "spec: {containers: [{name: c, image: nginx}]}\n")
+    up = subprocess.Popen([str(ENVTEST_CLI), "up", "--k8s-version", version, "--apply",
+                           str(manifest), "--simulate-pods", "app=web", "--plan",
+                           "running_after=0.2"],
                           stdout=subprocess.PIPE, stderr=log, text=True,
-                          env={**os.environ, "COLUMNS": "400"})
+                          env={**os.environ, "COLUMNS": "400",
+                               "XDG_STATE_HOME": str(tmp_path / "state")})
     log.close()
     children: list[psutil.Process] = []
     try:
         reader = LineReader(up)
         export = reader.wait_for("export KUBECONFIG=", timeout=120)
         kubeconfig = Path(export.removeprefix("export KUBECONFIG=").strip())
-        assert kubeconfig.is_file()
+        # The same documented path every run: another terminal's export keeps working.
+        assert kubeconfig == tmp_path / "state" / "pytest-envtest" / "up.kubeconfig"
         assert kubeconfig.stat().st_mode & 0o777 == 0o600
         assert any("envtest-admin" in line for line in reader.lines)
-        workdir = kubeconfig.parent
+        assert any(line.startswith("applied: Pod/web") for line in reader.lines)
 
         children = [c for c in psutil.Process(up.pid).children(recursive=True)]
-        assert sorted(c.name() for c in children) == ["etcd", "kube-apiserver"]
+        assert sorted(c.name() for c in children) == ["etcd", "kube-apiserver",
+                                                      "kube-controller-manager"]
 
         listed = _kubectl(kubeconfig, "get", "namespace", "default", "-o", "name")
         assert (listed.returncode, listed.stdout.strip()) == (0, "namespace/default"), \
             listed.stderr
+        api = api_client_from_kubeconfig(kubeconfig)
+        pod = wait_for(api, "Pod", "web", lambda p: p.status.get("phase") == "Running",
+                       namespace="default", timeout=20)
+        assert pod.spec.serviceAccountName == "default"  # ServiceAccount admission is on
+        # A client that makes and deletes the same namespace twice: no Terminating leftover.
+        for _ in range(2):
+            made = _kubectl(kubeconfig, "create", "namespace", "again")
+            assert made.returncode == 0, made.stderr
+            gone = _kubectl(kubeconfig, "delete", "namespace", "again", "--timeout=30s")
+            assert gone.returncode == 0, gone.stderr
+        api.close()
 
         up.send_signal(signal.SIGINT)
         assert up.wait(timeout=20) == 0, (tmp_path / "up.err").read_text()
         assert "stopped; nothing left running" in reader.rest()
         _assert_gone(children, timeout=5.0, what="envtest up's children after Ctrl-C")
-        assert not workdir.exists()
+        assert not kubeconfig.exists()  # it held the admin's private key
     finally:
         if up.poll() is None:
             up.kill()
