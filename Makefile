@@ -11,7 +11,7 @@ MATRIX_VERSIONS ?= 1.34 1.35 1.36 1.37
 # Go may be installed without being on PATH in non-login shells.
 export PATH := $(PATH):/usr/local/go/bin
 
-.PHONY: setup binaries test test-reliability test-cross demo bench matrix lint docs package lint-workflows clean
+.PHONY: setup chromium binaries test test-reliability test-cross demo bench matrix lint docs package lint-workflows clean
 
 $(VENV)/.installed: pyproject.toml operator/pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -21,9 +21,19 @@ $(VENV)/.installed: pyproject.toml operator/pyproject.toml
 ## setup: a virtualenv with both distributions installed editable, with their test extras
 setup: $(VENV)/.installed
 
-## binaries: kube-apiserver and etcd for K8S_VERSION (built once per machine, then cached)
-binaries: setup
-	$(BIN)/envtest use $(K8S_VERSION) -p path
+## chromium: headless Chromium for the timeline report's rendering test (best effort: where
+## apt-get works; elsewhere that test skips and says why)
+chromium:
+	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || \
+	  { command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ] && \
+	    { apt-get install -y -qq chromium >/dev/null 2>&1 || \
+	      { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq chromium >/dev/null 2>&1; }; } \
+	    && echo "installed chromium"; } || echo "chromium not installed: the report-rendering test will skip"
+
+## binaries: kube-apiserver, etcd, kube-controller-manager and kube-scheduler for K8S_VERSION
+## (obtained once per machine, then cached)
+binaries: setup chromium
+	$(BIN)/envtest use $(K8S_VERSION) --with kube-controller-manager --with kube-scheduler -p path
 
 ## test: everything the README promises, on the default Kubernetes version
 test: binaries

@@ -1,0 +1,121 @@
+"""The timeline report: written per test with --envtest-report and for failing tests into
+the artifacts, rendered by headless Chromium and checked on its DOM."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+INNER = textwrap.dedent('''
+    import logging
+    import kubernetes
+    import pytest
+    from envtest import PodPlan, eventually
+
+    CRD = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+           "metadata": {"name": "dials.example.com"},
+           "spec": {"group": "example.com", "scope": "Namespaced",
+                    "names": {"kind": "Dial", "plural": "dials", "singular": "dial"},
+                    "versions": [{"name": "v1", "served": True, "storage": True,
+                                  "subresources": {"status": {}},
+                                  "schema": {"openAPIV3Schema": {"type": "object",
+                                      "properties": {"status": {"type": "object",
+                                          "x-kubernetes-preserve-unknown-fields": True}}}}}]}}
+
+    def spammer(api_client, stop):
+        api = kubernetes.client.CustomObjectsApi(api_client)
+        log = logging.getLogger("spammer")
+        for _ in range(4):  # the same status every pass: 3 redundant writes
+            dial = api.get_namespaced_custom_object("example.com", "v1", NS[0], "dials", "d")
+            dial["status"] = {"level": 3}
+            api.replace_namespaced_custom_object_status("example.com", "v1", NS[0], "dials",
+                                                        "d", dial)
+            log.warning("wrote status level=3")
+        stop.wait()
+
+    NS = []
+
+    @pytest.mark.envtest_crds(CRD)
+    def test_story(k8s, namespace, run_operator, pod_simulator, recorder, api_calls):
+        NS.append(namespace)
+        recorder("dials")
+        k8s.custom.create_namespaced_custom_object("example.com", "v1", namespace, "dials", {
+            "apiVersion": "example.com/v1", "kind": "Dial", "metadata": {"name": "d"}})
+        stale = k8s.custom.get_namespaced_custom_object("example.com", "v1", namespace,
+                                                        "dials", "d")
+        operator = run_operator(spammer, name="spammer", loggers=["spammer"])
+        eventually(lambda: api_calls.count(user=operator, subresource="status") == 4,
+                   timeout=20)
+        stale["status"] = {"level": 1}
+        with pytest.raises(kubernetes.client.ApiException):  # a 409 for the report
+            k8s.custom.replace_namespaced_custom_object_status("example.com", "v1",
+                                                               namespace, "dials", "d", stale)
+        simulator = pod_simulator("app=web", PodPlan(running_after=0.1))
+        k8s.core.create_namespaced_pod(namespace, {"metadata": {"name": "web",
+            "labels": {"app": "web"}}, "spec": {"containers": [{"name": "c", "image": "x"}]}})
+        eventually(lambda: simulator.states("web") == ["Running", "Ready"], timeout=10)
+        k8s.core.create_namespaced_event(namespace, {  # what an operator records
+            "metadata": {"generateName": "d."}, "type": "Warning", "reason": "TooManyWrites",
+            "message": "status written 4 times", "involvedObject": {
+                "kind": "Dial", "namespace": namespace, "name": "d"},
+            "firstTimestamp": None, "lastTimestamp": None})
+
+    def test_fails(k8s, namespace):
+        k8s.core.create_namespaced_config_map(namespace, {"metadata": {"name": "evidence"}})
+        assert False, "on purpose"
+''')
+
+
+def _chromium() -> str:
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    if not found:
+        pytest.skip("headless Chromium is not installed (Debian: apt-get install chromium; "
+                    "`make chromium` does it where apt works)")
+    return found
+
+
+def _render(chromium: str, page: Path, screenshot: Path) -> str:
+    common = [chromium, "--headless", "--no-sandbox", "--disable-gpu",
+              "--user-data-dir=" + str(page.parent / "chromium-profile")]
+    dom = subprocess.run([*common, "--dump-dom", page.as_uri()], capture_output=True,
+                         text=True, timeout=120, check=True).stdout
+    subprocess.run([*common, f"--screenshot={screenshot}", "--window-size=1200,900",
+                    page.as_uri()], capture_output=True, timeout=120, check=True)
+    return dom
+
+
+def test_report_per_test_and_for_failures(inner_pytester: Any, tmp_path: Path) -> None:
+    chromium = _chromium()
+    inner_pytester.makepyfile(test_inner=INNER)
+    reports, artifacts = tmp_path / "reports", tmp_path / "artifacts"
+    result = inner_pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", f"--envtest-report={reports}",
+        f"--envtest-artifacts={artifacts}")
+    result.assert_outcomes(passed=1, failed=1)
+    pages = sorted(reports.glob("*.html"))
+    assert [p.name for p in pages] == ["test_inner.py_test_fails.html",
+                                      "test_inner.py_test_story.html"]
+    assert list(artifacts.glob("*test_fails/timeline.html"))  # a failing test's artifacts
+
+    story = pages[1]
+    screenshot = tmp_path / "timeline.png"
+    dom = _render(chromium, story, screenshot)
+    assert screenshot.stat().st_size > 10_000
+    lanes = re.findall(r'<g class="lane" data-lane="([^"]+)"', dom)
+    assert "pytest-envtest:spammer" in lanes and "spammer log" in lanes, lanes
+    assert {"envtest-admin", "Pod lifecycle", "events"} <= set(lanes), lanes
+    assert re.search(r'<b id="redundant">3</b>', dom)  # 4 identical writes: 3 changed nothing
+    assert re.search(r'<b id="conflicts">1</b>', dom)
+    assert dom.count('class="mark redundant"') == 3
+    assert dom.count('class="mark conflict"') == 1
+    assert "web -&gt; Ready" in dom
+    assert '<table id="summary">' in dom and "dials/status" in dom
+    assert "status.level" in dom  # the recorded change, expandable
