@@ -813,7 +813,7 @@ def test_envtest_up_serves_kubectl_and_stops_on_sigint(version: str, tmp_path: P
                         "spec: {containers: [{name: c, image: nginx}]}\n")
     up = subprocess.Popen([str(ENVTEST_CLI), "up", "--k8s-version", version, "--apply",
                            str(manifest), "--simulate-pods", "app=web", "--plan",
-                           "running_after=0.2"],
+                           "running_after=0.2", "--record", str(tmp_path / "record")],
                           stdout=subprocess.PIPE, stderr=log, text=True,
                           env={**os.environ, "COLUMNS": "400",
                                "XDG_STATE_HOME": str(tmp_path / "state")})
@@ -850,9 +850,14 @@ def test_envtest_up_serves_kubectl_and_stops_on_sigint(version: str, tmp_path: P
 
         up.send_signal(signal.SIGINT)
         assert up.wait(timeout=20) == 0, (tmp_path / "up.err").read_text()
-        assert "stopped; nothing left running" in reader.rest()
+        rest = reader.rest()
+        assert "stopped; nothing left running" in rest
         _assert_gone(children, timeout=5.0, what="envtest up's children after Ctrl-C")
         assert not kubeconfig.exists()  # it held the admin's private key
+        (page,) = (tmp_path / "record").glob("envtest-up-*.html")  # --record, on Ctrl-C
+        text = page.read_text()
+        assert 'data-lane="envtest-admin"' in text and "web -&gt; Running" in text
+        assert any("timeline report:" in line for line in rest)
     finally:
         if up.poll() is None:
             up.kill()

@@ -120,12 +120,17 @@ def test_flapping_dashboard_neither_crashes_nor_writes_status_per_retry(
                          f"calls:\n{api_calls.summary(user=op.user)}")
 
     # Converged means quiet: no more status writes, no new Serve submission. Every PUT that
-    # reached a listening Dashboard was answered 500, timed out or succeeded; the slow ones
-    # are journaled only once their delay is over, so wait for all of them first.
+    # was answered 500 or succeeded reached the Dashboard; one that timed out may not have (a
+    # connection taken into the listen backlog just before refuse() closed the server is
+    # never handled). The slow ones are journaled only once their delay is over, so wait.
     logs = op.logs()
-    sent = sum(len(re.findall(pattern, logs)) for pattern in (
-        r"PUT \S+: HTTP 500", r"PUT \S+: timed out", r"submitted the Serve config"))
-    puts = dashboard.wait_for_request("PUT", "/api/serve/applications/", count=sent, timeout=5)
+    answered = sum(len(re.findall(pattern, logs)) for pattern in (
+        r"PUT \S+: HTTP 500", r"submitted the Serve config"))
+    timed_out_puts = len(re.findall(r"PUT \S+: timed out", logs))
+    dashboard.wait_for_request("PUT", "/api/serve/applications/", count=answered, timeout=5)
+    consistently(lambda: len(dashboard.requests("PUT", "/api/serve/applications/"))
+                 <= answered + timed_out_puts, duration=1.2, interval=0.2)
+    puts = dashboard.requests("PUT", "/api/serve/applications/")
     assert len(re.findall(r"submitted the Serve config", logs)) == 1
     mark = api_calls.mark()
     consistently(lambda: api_calls.count(user=op.user, resource="rayservices",
