@@ -29,10 +29,8 @@ from typing import Any
 
 import yaml
 
+from bench.common import RESULTS, save_json, spread
 from envtest.binaries import Resolver, platform_suffix
-
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "bench" / "results"
 
 
 def _archive(paths: dict[str, Path]) -> bytes:
@@ -58,11 +56,6 @@ def _serve(files: dict[str, bytes]) -> tuple[ThreadingHTTPServer, str]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server, f"http://127.0.0.1:{server.server_address[1]}"
-
-
-def _stats(values: list[float]) -> dict[str, float]:
-    return {"n": len(values), "median": round(statistics.median(values), 4),
-            "min": round(min(values), 4), "max": round(max(values), 4)}
 
 
 def main() -> int:
@@ -125,15 +118,14 @@ def main() -> int:
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
                     "load_average": os.getloadavg()},
         "archive_mib": round(len(archive) / 2**20, 1),
-        "download_verify_unpack_seconds": _stats(downloads),
+        "download_verify_unpack_seconds": spread(downloads),
         "go_build_seconds_same_run": round(build, 1) if build is not None else None,
         "go_build_seconds_cold_recorded": cold,
-        "envtest_use_warm_seconds": _stats(uses),
+        "envtest_use_warm_seconds": spread(uses),
     }
     if build is not None:
         results["ratio_go_build_over_download"] = round(build / statistics.median(downloads), 1)
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "binaries.json").write_text(json.dumps(results, indent=2) + "\n")
+    save_json(RESULTS / "binaries.json", results)
     print(json.dumps(results, indent=2))
     return 0
 

@@ -28,6 +28,7 @@ from typing import Any
 
 import yaml
 
+from bench.common import RESULTS, save_json, spread
 from envtest import (
     ControlPlane,
     RestMapper,
@@ -38,8 +39,6 @@ from envtest import (
     wait_crd_ready,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "bench" / "results"
 _STRUCTURAL_KEEP = {"type", "properties", "items", "description", "format", "enum", "required",
                     "additionalProperties", "x-kubernetes-int-or-string",
                     "x-kubernetes-preserve-unknown-fields"}
@@ -125,11 +124,6 @@ def _before(control_plane: ControlPlane, paths: list[Path]) -> float:
     return time.monotonic() - started
 
 
-def _stats(values: list[float]) -> dict[str, float]:
-    return {"n": len(values), "median": round(statistics.median(values), 4),
-            "min": round(min(values), 4), "max": round(max(values), 4)}
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tests", type=int, default=30, help="marker uses measured (after)")
@@ -174,16 +168,15 @@ def main() -> int:
         "benchmark": "3 MB of CRDs by marker", "when": time.strftime("%Y-%m-%dT%H:%M:%SZ"),
         "machine": {"cpus": os.cpu_count(), "load_average": os.getloadavg()},
         "crd_mib": [round(s / 2**20, 2) for s in sizes],
-        "parse_pure_python_seconds": _stats(parse_python),
-        "parse_libyaml_seconds": _stats(parse_c),
-        "before_per_test_seconds": _stats(before),
-        "after_first_install_seconds": _stats(after_first),
-        "after_per_test_seconds": _stats(repeated),
+        "parse_pure_python_seconds": spread(parse_python),
+        "parse_libyaml_seconds": spread(parse_c),
+        "before_per_test_seconds": spread(before),
+        "after_first_install_seconds": spread(after_first),
+        "after_per_test_seconds": spread(repeated),
         "ratio_before_over_after_per_test": round(statistics.median(before)
                                                   / statistics.median(repeated), 1),
     }
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "crds.json").write_text(json.dumps(results, indent=2) + "\n")
+    save_json(RESULTS / "crds.json", results)
     print(json.dumps(results, indent=2))
     return 0
 

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import psutil
 
+from bench.common import RESULTS, save_json
 from envtest import (
     ControlPlane,
     NamespaceReaper,
@@ -31,7 +32,6 @@ from envtest import (
 )
 
 ROOT = Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "bench" / "results"
 CONFIGMAP = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}}
 
 
@@ -133,8 +133,7 @@ def main() -> int:
     if args.suite:
         results["suite"] = bench_suite(["tests/framework"])
     results["load_average_after"] = os.getloadavg()
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "fixtures.json").write_text(json.dumps(results, indent=2) + "\n")
+    save_json(RESULTS / "fixtures.json", results)
     print(json.dumps(results, indent=2))
     return 0
 

@@ -23,9 +23,9 @@ from typing import Any
 import psutil
 from rich.console import Console
 
+from bench.common import RESULTS, save_json
 from envtest import ControlPlane
 
-RESULTS = Path(__file__).resolve().parent / "results"
 console = Console()
 
 
@@ -66,8 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         "ratio_lean_to_full": {key: medians["lean"][key] / medians["full"][key]
                                for key in medians["lean"]},
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    save_json(args.out, report)
     console.print_json(json.dumps({"medians": medians,
                                    "ratio_lean_to_full": report["ratio_lean_to_full"]}))
     return 0

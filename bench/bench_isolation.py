@@ -21,8 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "bench" / "results"
+from bench.common import RESULTS, save_json
 
 
 def _tests(count: int, objects: int) -> str:
@@ -79,8 +78,7 @@ def main() -> int:
         "session_seconds_with_pool": statistics.median(walls[1]),
         "session_seconds_cold": statistics.median(walls[0]),
     }
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "isolation.json").write_text(json.dumps(results, indent=2) + "\n")
+    save_json(RESULTS / "isolation.json", results)
     print(json.dumps(results, indent=2))
     return 0
 

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
 import logging
 import os
 import platform
@@ -49,6 +48,7 @@ import psutil
 from rich.console import Console
 from rich.table import Table
 
+from bench.common import RESULTS, save_json
 from envtest import (
     CLUSTER_CONTROLLERS,
     AuditLog,
@@ -70,7 +70,6 @@ from ray_operator.testing.fake_dashboard import SERVE_PATH
 ROOT = Path(__file__).resolve().parent.parent
 CRDS = ROOT / "operator" / "config" / "crd"
 RBAC = ROOT / "operator" / "config" / "rbac" / "role.yaml"
-RESULTS = ROOT / "bench" / "results"
 NAMESPACE = "load"
 RAY = "/apis/ray.io/v1"
 MB = 1024 * 1024
@@ -374,7 +373,7 @@ def main(argv: list[str] | None = None) -> int:
         "operator_status_writes": dict(status_writes),
         "operator_log": str(log_path),
     }
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    save_json(args.out, report)
 
     table = Table(title=f"{len(names)} RayServices, one operator thread, one control plane")
     table.add_column("figure")

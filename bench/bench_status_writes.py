@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
 import os
 import platform
 import statistics
@@ -24,16 +23,11 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from bench.common import RESULTS, save_json, spread
 from envtest import ConsoleProgress, ControlPlane, install_crds
-from tests.support.ray_scenario import CRDS, GATES, ROOT, ScenarioResult, Timing, operator_stage
+from tests.support.ray_scenario import CRDS, GATES, ScenarioResult, Timing, operator_stage
 
-RESULTS = ROOT / "bench" / "results"
 KUBERAY = {"head-pod": 13, "none": 47}  # the seed's figures (cluster initialisation)
-
-
-def spread(values: list[float]) -> dict[str, float]:
-    return {"median": statistics.median(values), "min": min(values), "max": max(values),
-            "n": len(values)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -103,8 +97,7 @@ def main(argv: list[str] | None = None) -> int:
                         for r in results[gate]] for gate in GATES},
         "elapsed_seconds": round(elapsed, 1),
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    save_json(args.out, report)
     console.print(f"wrote {args.out}")
     return 0
 

@@ -33,6 +33,7 @@ from typing import Any
 import psutil
 from rich.console import Console
 
+from bench.common import RESULTS, save_json
 from envtest import (
     CLUSTER_CONTROLLERS,
     KUBELET_USER,
@@ -44,7 +45,6 @@ from envtest import (
     wait_for_service_account,
 )
 
-RESULTS = Path(__file__).resolve().parent / "results"
 NAMESPACE = "scale"
 console = Console()
 
@@ -188,8 +188,7 @@ def main(argv: list[str] | None = None) -> int:
         "rss_mib": {k: round(v, 1) for k, v in rss.items()},
         "engine_errors": errors[-10:],
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    save_json(args.out, report)
     console.print_json(json.dumps({k: report[k] for k in (
         "all_ready_seconds", "all_available_seconds", "scale_to_zero_seconds",
         "engine_writes_per_pod", "rss_mib")}))

@@ -7,7 +7,6 @@ the counts are pytest's own.  Results go to bench/results/matrix.json too.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -18,11 +17,11 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from bench.common import RESULTS, save_json
 from envtest import ConsoleProgress
 from envtest.binaries import Resolver
 
 ROOT = Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "bench" / "results"
 DEFAULT_SUITE = ["tests/operator"]
 
 
@@ -59,7 +58,7 @@ def main(argv: list[str]) -> int:
         table.add_row(str(row["version"]), str(row["passed"]), str(row["failed"]),
                       str(row["skipped"]), f"{row['wall_seconds']} s")
     Console().print(table)
-    (RESULTS / "matrix.json").write_text(json.dumps(rows, indent=2) + "\n")
+    save_json(RESULTS / "matrix.json", rows)
     return 0 if all(r["exit_code"] == 0 for r in rows) else 1
 
 
