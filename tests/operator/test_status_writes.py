@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from bench.demo import STATUS_LANE, timeline_of, write_chart
 from envtest import create_namespace, delete_namespace, namespace_name
 from ray_operator.testing import ServePolicy
 from tests.support.ray_scenario import ScenarioResult, Timing, run_scenario
@@ -55,7 +56,8 @@ def writes_before(result: ScenarioResult, t: float) -> int:
 
 
 def test_status_writes_with_and_without_the_gate(request, second_namespace, ray_operator,
-                                                 dashboards, k8s, namespace, api_calls):
+                                                 dashboards, k8s, namespace, api_calls,
+                                                 tmp_path):
     gated_operator = ray_operator(name="ray-operator-gate")
     legacy_operator = ray_operator(name="ray-operator-none", serve_gate="none",
                                    namespace=second_namespace)
@@ -93,3 +95,20 @@ def test_status_writes_with_and_without_the_gate(request, second_namespace, ray_
     assert gated.noise_only_status_writes == 0, describe(gated)
     assert legacy.noise_only_status_writes >= 4, describe(legacy)
     assert legacy.redundant_status_writes <= legacy.noise_only_status_writes
+
+    # make demo's chart is the framework's timeline report: one section per run, the status
+    # writes on a lane of their own, the ones that said nothing new marked redundant.
+    users = [gated_operator.user, legacy_operator.user]
+    for result, user in zip((gated, legacy), users, strict=True):
+        section = timeline_of(result, user)
+        assert section.write_lane is not None
+        status = [c for c in section.writes if section.write_lane(c) == STATUS_LANE]
+        assert len(status) == result.status_writes, describe(result)
+        assert sum(1 for c in status if section.verdicts.get(c.audit_id)) \
+            == result.noise_only_status_writes, describe(result)
+    chart = write_chart(tmp_path / "demo.html", [gated, legacy], users, TIMING,
+                        {"kubernetes_version": "test", "generated": "now"}).read_text()
+    assert chart.count('<section class="timeline"') == 2
+    assert chart.count(f'data-lane="{STATUS_LANE}"') == 2
+    assert f"{legacy.status_writes} status writes, {legacy.noise_only_status_writes} of them" \
+        in chart

@@ -40,8 +40,10 @@ import yaml
 from kubernetes.client.rest import ApiException
 
 from envtest import (
+    ApiCall,
     ApiCalls,
     AuditLog,
+    Change,
     ControlPlane,
     Mark,
     PodPlan,
@@ -148,10 +150,21 @@ class ScenarioResult:
     """Status writes that changed nothing but timestamps (``STATUS_NOISE``), no-ops included."""
     serve_submissions: int = 0
     active_cluster: str = ""
+    started_at: dt.datetime | None = None
+    """Wall-clock time of ``t = 0`` (the events' origin)."""
+    writes: list[ApiCall] = field(default_factory=list)
+    """Every write in the namespace from the create until Running (the audit log's calls)."""
+    verdicts: dict[str, bool | None] = field(default_factory=dict)
+    """``writes`` judged, with ``STATUS_NOISE`` as noise: audit id -> redundant?"""
+    changes: list[Change] = field(default_factory=list)
+    """The RayService's recorded versions, with their field-level diffs."""
+
+    RAW = ("events", "started_at", "writes", "verdicts", "changes")
 
     def as_dict(self) -> dict[str, Any]:
-        data = {k: v for k, v in self.__dict__.items() if k != "events"}
+        data = {k: v for k, v in self.__dict__.items() if k not in self.RAW}
         data["events"] = [e.__dict__ for e in self.events]
+        data["started_at"] = self.started_at.isoformat() if self.started_at else None
         return data
 
 
@@ -414,6 +427,7 @@ def run_scenario(
             raise RuntimeError(f"the head-Pod watcher for {namespace} never synced")
         since = audit.mark()
         t0, wall0 = time.monotonic(), dt.datetime.now(dt.UTC)
+        result.started_at = wall0
         collector = _Watcher(result, api_client, audit, operator_user, fleet, simulator,
                              refused, since, t0, wall0, on_event)
         apply(api_client, manifest, namespace)
@@ -439,6 +453,9 @@ def run_scenario(
                   "namespace": namespace, "name": name, "until": until}
         result.redundant_status_writes = len(calls.redundant(**writes))
         result.noise_only_status_writes = len(calls.redundant(noise=STATUS_NOISE, **writes))
+        result.writes = calls.calls(namespace=namespace, writes_only=True, until=until)
+        result.verdicts = calls.verdicts_for(result.writes, STATUS_NOISE)
+        result.changes = list(recording.changes)
         return result
 
 
