@@ -90,6 +90,13 @@ def test_a_bad_keep_value_is_a_usage_error(inner_pytester: Any):
     assert "--envtest-keep=sometimes: choose one of never, failed, always" in result.stderr.str()
 
 
+def test_a_bad_record_value_is_a_usage_error(inner_pytester: Any):
+    inner_pytester.makepyfile(test_inner="def test_nothing():\n    pass\n")
+    result = inner_pytester.runpytest_subprocess("--envtest-record=everything", timeout=60)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--envtest-record=everything: choose one of namespace, off" in result.stderr.str()
+
+
 REPORTED = textwrap.dedent('''
     from envtest import eventually
 

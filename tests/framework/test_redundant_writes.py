@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import uuid
 from typing import Any
 
@@ -9,6 +10,8 @@ import kubernetes.client
 import pytest
 from framework_helpers import WIDGET_CRD, WIDGET_GROUP, WIDGET_PLURAL, WIDGET_VERSION, widget
 from kubernetes.client.rest import ApiException
+
+from envtest import eventually
 
 pytestmark = pytest.mark.envtest_crds(WIDGET_CRD)
 
@@ -113,3 +116,39 @@ def test_timestamp_only_changes_are_redundant_only_when_called_noise(
     assert [f.path for f in recording.changes[-1].fields] == ["status.lastUpdateTime"]
     with pytest.raises(ValueError, match="record the resource"):
         api_calls.redundant(noise=["*Time"], user=user, resource=WIDGET_PLURAL)
+
+
+def test_recorder_of_the_whole_namespace(k8s, namespace, recorder) -> None:
+    """recorder() with no kinds: every resource of the namespace, a CRD's included; a
+    Secret's change is visible, its values never are."""
+    recording = recorder()
+    k8s.core.create_namespaced_config_map(namespace, {"metadata": {"name": "settings"},
+                                                      "data": {"mode": "a"}})
+    k8s.core.patch_namespaced_config_map("settings", namespace, {"data": {"mode": "b"}})
+    k8s.core.create_namespaced_secret(namespace, {"metadata": {"name": "token"},
+                                                  "stringData": {"key": "hunter2-s3cret"}})
+    k8s.core.patch_namespaced_secret("token", namespace,
+                                     {"stringData": {"key": "other-s3cret"}})
+    k8s.custom.create_namespaced_custom_object(WIDGET_GROUP, WIDGET_VERSION, namespace,
+                                               WIDGET_PLURAL, widget("w"))
+
+    def recorded() -> dict[tuple[str, str], list[Any]]:
+        found: dict[tuple[str, str], list[Any]] = {}
+        for change in list(recording.changes):
+            found.setdefault((change.key[1], change.key[3]), []).append(change)
+        return found
+
+    eventually(lambda: {("configmaps", "settings"), ("secrets", "token"),
+                        (WIDGET_PLURAL, "w")} <= set(recorded())
+               and len(recorded()[("secrets", "token")]) == 2
+               and len(recorded()[("configmaps", "settings")]) == 2, timeout=10)
+    changes = recorded()
+    mode = [f for f in changes[("configmaps", "settings")][1].fields if f.path == "data.mode"]
+    assert [(f.old, f.new) for f in mode] == [("a", "b")]
+    secret_change = [f for f in changes[("secrets", "token")][1].fields if f.path == "data.key"]
+    assert len(secret_change) == 1 and secret_change[0].old != secret_change[0].new
+    assert str(secret_change[0].new).startswith("<redacted ")
+    text = repr(recording.changes)
+    assert "s3cret" not in text
+    assert base64.b64encode(b"hunter2-s3cret").decode() not in text
+    assert not any(c.key[1] == "events" for c in recording.changes)

@@ -103,7 +103,12 @@ def test_report_per_test_and_for_failures(inner_pytester: Any, tmp_path: Path) -
     pages = sorted(reports.glob("*.html"))
     assert [p.name for p in pages] == ["test_inner.py_test_fails.html",
                                       "test_inner.py_test_story.html"]
-    assert list(artifacts.glob("*test_fails/timeline.html"))  # a failing test's artifacts
+    failing = list(artifacts.glob("*test_fails/timeline.html"))  # a failing test's artifacts
+    assert len(failing) == 1
+    # --envtest-report records every object of the namespace: the ConfigMap the failing test
+    # created is among the changes, though it never asked for a recorder.
+    changes = failing[0].read_text().split('<table class="changes">', 1)[1]
+    assert "configmaps" in changes and "/evidence" in changes, changes[:2000]
 
     story = pages[1]
     screenshot = tmp_path / "timeline.png"
