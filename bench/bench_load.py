@@ -33,7 +33,9 @@ import datetime as dt
 import logging
 import os
 import platform
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -51,17 +53,21 @@ from rich.table import Table
 from bench.common import RESULTS, save_json
 from envtest import (
     CLUSTER_CONTROLLERS,
+    ApiCalls,
     AuditLog,
     ConsoleProgress,
     ControlPlane,
     PodPlan,
     PodSimulator,
+    Recorder,
+    TimelineInput,
     create_namespace,
     grant_cluster_roles,
     install_crds,
     request,
     start_workloads,
     wait_for_service_account,
+    write_report,
 )
 from ray_operator import Operator, OperatorConfig
 from ray_operator.testing import FakeDashboardFleet
@@ -165,6 +171,37 @@ def operator_allocations(snapshot: tracemalloc.Snapshot) -> int:
     return total
 
 
+def write_timeline(path: Path, cp: ControlPlane, admin: Any, since: Any, recording: Recorder,
+                   pods: Any, started: dt.datetime, services: int) -> dict[str, Any]:
+    """The whole run as one timeline report, timed: gathering and judging the writes,
+    rendering and writing the file, and headless Chromium loading it (where installed)."""
+    began = time.monotonic()
+    calls = ApiCalls(cp.audit_log, since, api_client=admin, recorders=[recording])
+    writes = calls.calls(namespace=NAMESPACE, writes_only=True)
+    verdicts = calls.verdicts_for(writes)
+    data = TimelineInput(
+        f"{services} RayServices", writes=writes, verdicts=verdicts,
+        changes=list(recording.changes), transitions=list(pods.transitions) if pods else [],
+        monotonic_origin=(time.monotonic(), dt.datetime.now(dt.UTC)), origin=started)
+    built = time.monotonic()
+    write_report(path, data)
+    written = time.monotonic()
+    render_seconds = None
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium:
+        with tempfile.TemporaryDirectory() as profile:
+            render_started = time.monotonic()
+            subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu",
+                            f"--user-data-dir={profile}", "--dump-dom", path.resolve().as_uri()],
+                           capture_output=True, timeout=600, check=True)
+            render_seconds = round(time.monotonic() - render_started, 2)
+    return {"path": str(path), "bytes": path.stat().st_size, "writes": len(writes),
+            "redundant": sum(1 for v in verdicts.values() if v),
+            "changes": len(recording.changes), "recorded_resources": len(recording.resources),
+            "build_seconds": round(built - began, 2), "write_seconds": round(written - built, 2),
+            "render_seconds": render_seconds}
+
+
 def percentile(values: list[float], fraction: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
@@ -190,6 +227,10 @@ def main(argv: list[str] | None = None) -> int:
                         "simulated Nodes and run by the Pod lifecycle engine (instead of a "
                         "PodSimulator), with the workload controllers running")
     parser.add_argument("--nodes", type=int, default=20, help="simulated Nodes (cluster)")
+    parser.add_argument("--report", type=Path, default=None, metavar="HTML",
+                        help="record every change in the namespace during the run and write "
+                             "the whole run's timeline report here (measures its size and "
+                             "the time to build, write and render it)")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
     if args.out is None:
@@ -238,6 +279,7 @@ def main(argv: list[str] | None = None) -> int:
         operator = OperatorThread(operator_client, OperatorConfig(
             namespace=NAMESPACE, dashboard_resolver=fleet.resolver, workers=args.workers),
             log_path)
+        recording: Recorder | None = None
         try:
             deadline = time.monotonic() + 60
             while not operator.operator.started.is_set():
@@ -246,6 +288,9 @@ def main(argv: list[str] | None = None) -> int:
                     raise RuntimeError("the operator's caches never synced")
                 time.sleep(0.05)
 
+            recording = Recorder(admin, None, NAMESPACE).start() if args.report else None
+            since = cp.audit_log.mark()
+            started_wall = dt.datetime.now(dt.UTC)
             created: dict[str, float] = {}
             t0 = time.monotonic()
             for name in names:
@@ -311,7 +356,15 @@ def main(argv: list[str] | None = None) -> int:
             writes_by_verb = Counter(f"{c.verb} {c.target}" for c in operator_calls)
             simulator_errors = list(simulator.errors if simulator else workloads.kubelet.errors
                                     if workloads else [])
+            timeline = None
+            if recording is not None:
+                recording.stop()
+                timeline = write_timeline(args.report, cp, admin, since, recording,
+                                          simulator or (workloads.kubelet if workloads else None),
+                                          started_wall, len(names))
         finally:
+            if recording is not None:
+                recording.stop()
             operator.stop()
             if simulator is not None:
                 simulator.stop()
@@ -372,6 +425,7 @@ def main(argv: list[str] | None = None) -> int:
         "operator_writes": dict(writes_by_verb),
         "operator_status_writes": dict(status_writes),
         "operator_log": str(log_path),
+        "timeline_report": timeline,
     }
     save_json(args.out, report)
 
@@ -401,6 +455,10 @@ def main(argv: list[str] | None = None) -> int:
          f"{status_writes.get('rayservices/status', 0)} "
          f"({status_writes.get('rayservices/status', 0) / max(len(names), 1):.1f})"),
         ("duplicate Serve submissions", str(len(duplicates))),
+        ("timeline report: size, build + write, render",
+         f"{timeline['bytes'] / MB:.1f} MB, {timeline['build_seconds']:.1f} + "
+         f"{timeline['write_seconds']:.1f} s, {timeline['render_seconds']} s"
+         if timeline else "-"),
         ("Running without an accepted submission", str(len(missing))),
     ]
     for row in rows:
