@@ -60,7 +60,9 @@ def test_writing_only_on_change_has_none(envtest, k8s, namespace, api_calls) -> 
     api_calls.assert_no_redundant_writes(user=user)
 
 
-def test_two_writers_a_conflict_and_a_delete(envtest, k8s, namespace, api_calls) -> None:
+def test_two_writers_a_conflict_and_a_delete(envtest, k8s, namespace, api_calls,
+                                             recorder) -> None:
+    recording = recorder(WIDGET_PLURAL)
     k8s.custom.create_namespaced_custom_object(WIDGET_GROUP, WIDGET_VERSION, namespace,
                                                WIDGET_PLURAL, widget("shared"))
     alice, a = _writer(envtest, "alice")
@@ -80,6 +82,21 @@ def test_two_writers_a_conflict_and_a_delete(envtest, k8s, namespace, api_calls)
     assert [c.user for c in judged.redundant] == [alice]
     assert [c.user for c in judged.unjudged] == [bob]  # followed by the delete: unknown
     assert api_calls.count(user=bob, code=409) == 1
+    # Each write joined to the change it made: the 409 is no write, the no-ops made none.
+    eventually(lambda: any(c.kind == "DELETED" for c in recording.changes), timeout=10)
+    joined = api_calls.attributed(resource=WIDGET_PLURAL)
+    story = [(a.call.user, a.call.verb, a.change.kind if a.change else None,
+              sorted(f.path for f in a.change.fields)
+              if a.change and a.change.kind == "MODIFIED" else []) for a in joined]
+    admin = joined[0].call.user
+    assert story == [(admin, "create", "ADDED", []),
+                     (alice, "update", "MODIFIED", ["status.ready"]),
+                     (bob, "update", "MODIFIED", ["status.ready"]),
+                     (alice, "update", None, []),
+                     (bob, "update", None, []),
+                     (admin, "delete", "DELETED", [])], story
+    assert joined[2].change.fields[0].new is False  # bob's change, not alice's
+    assert [a.exact for a in joined] == [True, True, True, True, False, True]
 
 
 GAUGE_CRD: dict[str, Any] = {

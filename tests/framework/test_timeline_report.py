@@ -124,3 +124,8 @@ def test_report_per_test_and_for_failures(inner_pytester: Any, tmp_path: Path) -
     assert "web -&gt; Ready" in dom
     assert '<table class="summary">' in dom and "dials/status" in dom
     assert "status.level" in dom  # the recorded change, expandable
+    # Each write joined to the change it made: the first of the spammer's four set the level,
+    # the other three stored nothing; the change's row names its writer.
+    assert dom.count("; stored nothing") == 3, dom
+    assert re.search(r"update dials/status \S+ -&gt; 200; MODIFIED \d+: status\.level", dom)
+    assert "<td>pytest-envtest:spammer update</td>" in dom
