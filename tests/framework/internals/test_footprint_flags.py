@@ -1,0 +1,33 @@
+"""The lean footprint names only API versions the binary registers: kube-apiserver refuses to
+start on one it does not know ("group version storagemigration.k8s.io/v1 that has not been
+registered" on 1.34-1.36, found by `make matrix`)."""
+
+from __future__ import annotations
+
+import pytest
+
+from envtest.controlplane.footprint import apiserver_flags
+
+
+def _disabled(minor: int | None, scheduler: bool = False) -> set[str]:
+    config = apiserver_flags("lean", scheduler, minor)["runtime-config"]
+    return {item.removesuffix("=false") for item in config.split(",")}
+
+
+@pytest.mark.parametrize("minor", [34, 35, 36])
+def test_storagemigration_v1_is_left_alone_before_1_37(minor: int) -> None:
+    assert _disabled(minor) == {"flowcontrol.apiserver.k8s.io/v1", "resource.k8s.io/v1",
+                                "node.k8s.io/v1"}
+
+
+def test_1_37_also_drops_storagemigration_v1() -> None:
+    assert "storagemigration.k8s.io/v1" in _disabled(37)
+
+
+def test_an_unknown_version_gets_what_every_supported_minor_registers() -> None:
+    assert _disabled(None) == _disabled(34)
+
+
+def test_the_scheduler_keeps_dynamic_resource_allocation() -> None:
+    assert "resource.k8s.io/v1" not in _disabled(37, scheduler=True)
+    assert apiserver_flags("full", False, 37) == {}
