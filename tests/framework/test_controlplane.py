@@ -13,6 +13,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import re
 import signal
 import socket
 import ssl
@@ -857,6 +858,13 @@ def test_envtest_up_serves_kubectl_and_stops_on_sigint(version: str, tmp_path: P
         (page,) = (tmp_path / "record").glob("envtest-up-*.html")  # --record, on Ctrl-C
         text = page.read_text()
         assert 'data-lane="envtest-admin"' in text and "web -&gt; Running" in text
+        # Every change in the user's namespaces recorded, each with the write that made it
+        # (the apply is a patch: joined by time); the control plane's own leases are not.
+        changes = text.split('<table class="changes">', 1)[1]
+        assert re.search(r"<td>envtest-admin patch \(by time\)</td><td>pods default/web</td>",
+                         changes), changes[:3000]
+        assert "namespaces /again" not in changes  # cluster-scoped: not recorded
+        assert "kube-system/" not in changes and "kube-node-lease/" not in changes
         assert any("timeline report:" in line for line in rest)
     finally:
         if up.poll() is None:
