@@ -11,7 +11,7 @@ import pytest
 from framework_helpers import WIDGET_CRD, WIDGET_GROUP, WIDGET_PLURAL, WIDGET_VERSION, widget
 from kubernetes.client.rest import ApiException
 
-from envtest import eventually
+from envtest import Recorder, RestMapper, eventually
 
 pytestmark = pytest.mark.envtest_crds(WIDGET_CRD)
 
@@ -169,3 +169,26 @@ def test_recorder_of_the_whole_namespace(k8s, namespace, recorder) -> None:
     assert "s3cret" not in text
     assert base64.b64encode(b"hunter2-s3cret").decode() not in text
     assert not any(c.key[1] == "events" for c in recording.changes)
+
+
+def test_a_session_wide_recorder_learns_new_kinds_and_forgets_finished_namespaces(
+        envtest, k8s, make_namespace) -> None:
+    """What --envtest-record runs: one recorder for all namespaces (set up once, not per
+    test), a view per test's namespace, kinds added when CRDs arrive, memory freed after."""
+    first, second = make_namespace("rec-a"), make_namespace("rec-b")
+    api = envtest.api_client()
+    everything = [i for i in RestMapper(api).all_resources()
+                  if i.namespaced and i.plural == "configmaps"]
+    with Recorder(api, everything, None) as recording:
+        recording.add([i for i in RestMapper(api).all_resources()
+                       if i.group == WIDGET_GROUP and i.plural == WIDGET_PLURAL])
+        a, b = recording.view(first), recording.view(second)
+        for namespace in (first, second):
+            k8s.core.create_namespaced_config_map(namespace, {"metadata": {"name": "c"}})
+        k8s.custom.create_namespaced_custom_object(WIDGET_GROUP, WIDGET_VERSION, second,
+                                                   WIDGET_PLURAL, widget("w"))
+        eventually(lambda: len(a.changes) == 1 and len(b.changes) == 2, timeout=10)
+        assert {c.key[1] for c in b.changes} == {"configmaps", WIDGET_PLURAL}
+        assert not a.covers(b.changes[0].key)  # a view answers for its namespace only
+        recording.forget(first)
+        assert a.changes == [] and len(b.changes) == 2
