@@ -17,10 +17,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from bench.demo import STATUS_LANE, timeline_of, write_chart
 from envtest import create_namespace, delete_namespace, namespace_name
 from ray_operator.testing import ServePolicy
 from tests.support.ray_scenario import ScenarioResult, Timing, run_scenario
+from tests.support.ray_timeline import STATUS_LANE, timeline_of, write_chart
 
 TIMING = Timing()
 GATED_LIMIT = 13  # the seed's figure after the change
