@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import socket
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -327,6 +328,11 @@ class _Server(ThreadingHTTPServer):
     def __init__(self, dashboard: FakeRayDashboard) -> None:
         super().__init__((dashboard.host, 0), _Handler, bind_and_activate=False)
         self.dashboard = dashboard
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # An operator that times out or stops hangs up mid-answer: normal, not a traceback.
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
 
 
 def _matches(entry: JournalEntry, method: str | None, path_prefix: str | None) -> bool:
