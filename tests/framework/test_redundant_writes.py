@@ -192,3 +192,8 @@ def test_a_session_wide_recorder_learns_new_kinds_and_forgets_finished_namespace
         assert not a.covers(b.changes[0].key)  # a view answers for its namespace only
         recording.forget(first)
         assert a.changes == [] and len(b.changes) == 2
+        # A forgotten namespace stays forgotten (its objects' later removal is not kept).
+        k8s.core.delete_namespaced_config_map("c", first)
+        k8s.core.delete_namespaced_config_map("c", second)
+        eventually(lambda: len(b.changes) == 3, timeout=10)
+        assert a.changes == [] and not any(c.key[2] == first for c in recording.changes)
