@@ -10,10 +10,12 @@ sleeps.
 
 from __future__ import annotations
 
+import base64
 import http.client
 import json
 import os
 import re
+import secrets
 import signal
 import socket
 import ssl
@@ -841,6 +843,14 @@ def test_envtest_up_serves_kubectl_and_stops_on_sigint(version: str, tmp_path: P
         pod = wait_for(api, "Pod", "web", lambda p: p.status.get("phase") == "Running",
                        namespace="default", timeout=20)
         assert pod.spec.serviceAccountName == "default"  # ServiceAccount admission is on
+        # kubectl apply keeps a Secret's values in its last-applied annotation: recorded,
+        # but never into the report.
+        decoy = f"decoy-{secrets.token_hex(6)}"
+        (tmp_path / "secret.yaml").write_text(
+            "apiVersion: v1\nkind: Secret\nmetadata: {name: creds, namespace: default}\n"
+            f"stringData: {{password: {decoy}}}\n")
+        applied = _kubectl(kubeconfig, "apply", "-f", str(tmp_path / "secret.yaml"))
+        assert applied.returncode == 0, applied.stderr
         # A client that makes and deletes the same namespace twice: no Terminating leftover.
         for _ in range(2):
             made = _kubectl(kubeconfig, "create", "namespace", "again")
@@ -864,6 +874,9 @@ def test_envtest_up_serves_kubectl_and_stops_on_sigint(version: str, tmp_path: P
         assert re.search(r"<td>envtest-admin patch \(by time\)</td><td>pods default/web</td>",
                          changes), changes[:3000]
         assert "namespaces /again" not in changes  # cluster-scoped: not recorded
+        assert "secrets default/creds" in changes and "last-applied-configuration" in changes
+        for shown in (decoy, base64.b64encode(decoy.encode()).decode()):
+            assert shown not in text
         assert "kube-system/" not in changes and "kube-node-lease/" not in changes
         assert any("timeline report:" in line for line in rest)
     finally:

@@ -1,0 +1,142 @@
+"""A component of the session's cluster dies mid-test: that test fails fast with the death,
+its report is written in seconds, and the run goes on on a fresh cluster."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes.client import CoreV1Api
+
+from envtest import ControlPlane, ProcessExitedError, eventually, wait_for
+
+pytest_plugins = ["pytester"]
+
+#: Times each test from its start to the end of its report and teardown, into a file.
+TIMING = textwrap.dedent('''
+    import json, os, time
+
+    STARTED = {}
+
+    def pytest_runtest_logstart(nodeid, location):
+        STARTED[nodeid] = time.monotonic()
+
+    def pytest_runtest_logfinish(nodeid, location):
+        with open(os.environ["TIMINGS"], "a") as out:
+            out.write(json.dumps([nodeid, time.monotonic() - STARTED[nodeid]]) + "\\n")
+''')
+
+INNER = textwrap.dedent('''
+    import os
+    import signal
+
+    def test_a_component_dies(envtest, namespace, k8s):
+        k8s.core.create_namespaced_config_map(namespace, {"metadata": {"name": "before"}})
+        os.kill(envtest.pids[os.environ["VICTIM"]], signal.SIGKILL)
+        # A raw client call on the dead cluster: without help, a minute of waiting.
+        k8s.core.create_namespaced_config_map(namespace, {"metadata": {"name": "after"}})
+        k8s.core.list_namespaced_config_map(namespace)
+
+    def test_b_first_after(namespace, k8s):
+        k8s.core.create_namespaced_config_map(namespace, {"metadata": {"name": "fine"}})
+
+    def test_c_second_after(namespace, k8s, wait_for):
+        k8s.core.create_namespaced_config_map(namespace, {"metadata": {"name": "fine"}})
+        wait_for("ConfigMap", "fine", lambda cm: True)
+
+    def test_d_third_after(namespace, k8s):
+        k8s.core.create_namespaced_config_map(namespace, {"metadata": {"name": "fine"}})
+''')
+
+
+@pytest.mark.parametrize("victim", ["etcd", "kube-apiserver"])
+def test_a_dead_component_fails_one_test_fast_and_the_run_goes_on(
+        inner_pytester: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        victim: str) -> None:
+    timings = tmp_path / "timings.jsonl"
+    monkeypatch.setenv("TIMINGS", str(timings))
+    monkeypatch.setenv("VICTIM", victim)
+    inner_pytester.makeconftest(TIMING)
+    inner_pytester.makepyfile(test_inner=INNER)
+    artifacts = tmp_path / "artifacts"
+    result = inner_pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "-p", "no:randomly", f"--envtest-artifacts={artifacts}",
+        timeout=240)
+    result.assert_outcomes(failed=1, passed=3)
+    output = result.stdout.str()
+    took = dict(json.loads(line) for line in timings.read_text().splitlines())
+
+    # The test that saw the death fails with it: the component, its exit code, its log.
+    assert f"ProcessExitedError: {victim} exited with code -9" in output, output[-4000:]
+    assert "last lines of" in output and f"{victim}.log" in output
+    assert "the next test gets a fresh cluster" in output
+    # Its report says what died and what it did not collect, and it came fast.
+    assert "envtest: cluster died" in output
+    assert f"{victim} exited with code -9 at" in output
+    assert "not collected" in output
+    dying = took["test_inner.py::test_a_component_dies"]
+    assert dying < 10, f"the test that saw the death took {dying:.1f} s, report included"
+    assert (artifacts / "test_inner.py_test_a_component_dies" / "cluster_died.txt").exists()
+
+    # The next test gets a fresh cluster (one start), the ones after it cost what they cost.
+    first, *rest = (took[f"test_inner.py::test_{n}"] for n in
+                    ("b_first_after", "c_second_after", "d_third_after"))
+    assert first < 20, f"the first test after the death took {first:.1f} s"
+    assert all(t < 3 for t in rest), f"later tests took {rest} s"
+    # The end of the run says a cluster died, which component, when and in which test.
+    assert "ConnectionRefusedError" not in output and "ReadTimeoutError" not in output
+    assert any("a cluster died:" in line and f"{victim} exited with code -9 at" in line
+               and "during test_inner.py::test_a_component_dies" in line
+               for line in output.splitlines()), output[-3000:]
+
+
+INNER_OWN_PLANE = textwrap.dedent('''
+    import os
+    import signal
+
+    from envtest import ProcessExitedError, eventually, wait_for
+
+    def test_a_kills_the_session_apiserver(envtest):
+        os.kill(envtest.pids["kube-apiserver"], signal.SIGKILL)
+        eventually(lambda: False, timeout=10)  # the death fails it
+
+    def test_b_waits_on_a_plane_of_its_own(make_control_plane):
+        own = make_control_plane()
+        eventually(lambda: True, timeout=5)
+        wait_for(own.api_client(), "Namespace", "default", lambda ns: True, timeout=5)
+''')
+
+
+def test_a_dead_session_plane_does_not_fail_waits_on_a_healthy_one(inner_pytester: Any) -> None:
+    inner_pytester.makepyfile(test_inner=INNER_OWN_PLANE)
+    result = inner_pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly",
+                                                 "-rA", timeout=240)
+    result.assert_outcomes(passed=1, failed=1)
+    output = result.stdout.str()
+    assert "PASSED test_inner.py::test_b_waits_on_a_plane_of_its_own" in output, output[-3000:]
+    assert "kube-apiserver exited with code -9" in output
+
+
+@pytest.fixture
+def doomed(make_control_plane: Any) -> ControlPlane:
+    """Killed on purpose: a control plane of the test's own."""
+    return make_control_plane()
+
+
+@pytest.mark.parametrize("victim", ["kube-apiserver", "etcd"])
+def test_wait_for_on_a_dead_component_says_which_died(doomed: ControlPlane, victim: str) -> None:
+    api = doomed.api_client()
+    CoreV1Api(api).create_namespace({"metadata": {"name": "waits"}})
+    os.kill(doomed.pids[victim], signal.SIGKILL)
+    eventually(lambda: doomed.died() is not None, timeout=10, watchdogs=False)
+    started = time.monotonic()
+    with pytest.raises(ProcessExitedError) as died:
+        wait_for(api, "ConfigMap", "never", lambda cm: True, namespace="waits", timeout=30)
+    assert died.value.name == victim and died.value.exit_code == -signal.SIGKILL
+    assert time.monotonic() - started < 2

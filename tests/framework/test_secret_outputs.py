@@ -1,0 +1,122 @@
+"""No Secret value in anything a run writes or prints, whichever way the Secret was made.
+
+An inner pytest run with ``--envtest-report`` and ``--envtest-artifacts`` plants a
+decoy value by every route a Secret's value reaches the cluster or a log: the
+framework's ``apply``, the official client (``data``, base64), a
+``kubectl.kubernetes.io/last-applied-configuration`` annotation as ``kubectl
+apply`` writes it (later changed, so the recorder has a diff of it), and an
+operator's log lines (decoded and raw).  Its test fails on purpose, so every
+output is written: the failure report, the artifacts (sections, control-plane
+logs, audit log), the per-test timeline report and the failing test's timeline.
+Then every file the run wrote and everything it printed is searched for each
+decoy, plain and base64.
+"""
+
+from __future__ import annotations
+
+import base64
+import secrets
+import stat
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+ROUTES = ("apply", "client", "lastapplied", "lastapplied2", "log")
+
+INNER = textwrap.dedent('''
+    import base64
+    import json
+    import logging
+    import os
+
+    import kubernetes
+
+    from envtest import eventually
+
+    D = {route: os.environ["DECOY_" + route.upper()] for route in %(routes)r}
+    LAST = "kubectl.kubernetes.io/last-applied-configuration"
+
+    def leaky(api_client, stop):
+        core = kubernetes.client.CoreV1Api(api_client)
+        log = logging.getLogger("leaky")
+        secret = core.read_namespaced_secret("by-client", NS[0])
+        log.warning("connecting with %%s", base64.b64decode(secret.data["password"]).decode())
+        log.warning("raw secret data %%s", secret.data["password"])
+        stop.wait()
+
+    NS = []
+
+    def test_leaks_nothing(namespace, apply, k8s, run_operator, recorder):
+        NS.append(namespace)
+        apply({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "by-apply"},
+               "stringData": {"password": D["apply"]}})
+        k8s.core.create_namespaced_secret(namespace, {"metadata": {"name": "by-client"},
+            "data": {"password": base64.b64encode(D["client"].encode()).decode()}})
+        # What kubectl apply (client side) stores: the manifest, values included, in an
+        # annotation; then a second apply changes it, so the recorder diffs the annotation.
+        for value in (D["lastapplied"], D["lastapplied2"]):
+            manifest = {"apiVersion": "v1", "kind": "Secret",
+                        "metadata": {"name": "by-kubectl", "namespace": namespace},
+                        "stringData": {"token": value}}
+            body = {"metadata": {"name": "by-kubectl",
+                                 "annotations": {LAST: json.dumps(manifest)}},
+                    "stringData": {"token": value}}
+            if value == D["lastapplied"]:
+                k8s.core.create_namespaced_secret(namespace, body)
+            else:
+                k8s.core.patch_namespaced_secret("by-kubectl", namespace, body)
+        operator = run_operator(leaky, name="leaky", loggers=["leaky"])
+        eventually(lambda: "raw secret data" in operator.logs(), timeout=20)
+        k8s.core.create_namespaced_config_map(namespace, {"metadata": {"name": "note"},
+            "data": {"said": "the operator logged " + D["log"]}})
+        assert False, "fail on purpose: every output is written"
+''') % {"routes": ROUTES}
+
+
+def _forms(value: str) -> list[str]:
+    return [value, base64.b64encode(value.encode()).decode()]
+
+
+def test_no_decoy_in_any_output_and_every_file_private(
+        inner_pytester: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    decoys = {route: f"decoy-{route}-{secrets.token_hex(6)}" for route in ROUTES}
+    # The ConfigMap's value is logged, not a Secret's: it must show (redaction is not blind).
+    decoys_in_secrets = {r: v for r, v in decoys.items() if r != "log"}
+    for route, value in decoys.items():
+        monkeypatch.setenv(f"DECOY_{route.upper()}", value)
+    inner_pytester.makepyfile(test_inner=INNER)
+    reports, artifacts = tmp_path / "reports", tmp_path / "artifacts"
+    result = inner_pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", f"--envtest-report={reports}",
+        f"--envtest-artifacts={artifacts}", timeout=300)
+    result.assert_outcomes(failed=1)
+    printed = result.stdout.str() + result.stderr.str()
+
+    files = [p for root in (reports, artifacts) for p in root.rglob("*") if p.is_file()]
+    names = {p.name for p in files}
+    # Every output was written: the test's timeline, its failure sections, the plane's logs.
+    wanted = {"timeline.html", "audit.log", "kube-apiserver.log", "operator_leaky_logs.txt"}
+    assert wanted <= names, names
+    assert any(p.parent == reports and p.suffix == ".html" for p in files)
+    texts = {str(p.relative_to(tmp_path)): p.read_text(errors="replace") for p in files}
+    texts["terminal"] = printed
+
+    # The routes were taken: the report shows the Secrets and the operator's log lines.
+    timeline = next(t for name, t in texts.items() if name.endswith("timeline.html"))
+    assert "by-kubectl" in timeline and "last-applied-configuration" in timeline
+    assert "connecting with &lt;redacted&gt;" in timeline, "the log lane shows the line"
+    assert "connecting with <redacted>" in printed
+    for route, value in decoys_in_secrets.items():
+        for form in _forms(value):
+            leaked = [name for name, text in texts.items() if form in text]
+            assert not leaked, f"the {route} decoy ({form}) leaked into {leaked}"
+    assert decoys["log"] in printed, "a value that is in no Secret is shown as it is"
+
+    for path in files:
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600, f"{path} is not 0600"
+    for folder in {p.parent for p in files} | {reports, artifacts}:  # all made by the run
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o700, f"{folder} is not 0700"
