@@ -26,6 +26,8 @@ MISTAKES = textwrap.dedent('''
 
     import pytest
 
+    from envtest import KopfOperator
+
     HERE = Path(__file__).parent
 
     @pytest.mark.envtest_crds("crds/missing.yaml")
@@ -43,6 +45,9 @@ MISTAKES = textwrap.dedent('''
 
     def test_an_operator_not_executable(run_operator):
         run_operator([str(HERE / "operator.sh")])
+
+    def test_kopf_handlers_not_there(run_operator):
+        run_operator(KopfOperator("handlers_gone.py"))
 ''')
 BROKEN_YAML = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n   bad: indent\n"
 #: Where the framework's own code lives, as paths in a traceback show it.
@@ -71,7 +76,7 @@ def mistakes(inner_pytester: Any) -> Any:
 
 def test_each_mistake_is_one_line_naming_the_fix_at_the_users_line(mistakes: Any) -> None:
     result = mistakes.runpytest_subprocess("-p", "no:cacheprovider", timeout=180)
-    result.assert_outcomes(failed=4, errors=1)
+    result.assert_outcomes(failed=5, errors=1)
     output = result.stdout.str()
     found = sections(output)
 
@@ -92,6 +97,8 @@ def test_each_mistake_is_one_line_naming_the_fix_at_the_users_line(mistakes: Any
         found["test_an_operator_not_built"]
     assert f"{mistakes.path}/operator.sh is not executable; chmod +x" in \
         found["test_an_operator_not_executable"]
+    assert f"KopfOperator: handlers file {mistakes.path}/handlers_gone.py does not exist" in \
+        found["test_kopf_handlers_not_there"]  # before: `kopf run` started, then died
 
     for name, text in found.items():
         assert not FRAMEWORK_PATHS.search(text), f"{name} shows framework frames:\n{text}"
@@ -104,7 +111,7 @@ def test_each_mistake_is_one_line_naming_the_fix_at_the_users_line(mistakes: Any
 def test_dash_v_shows_the_frameworks_frames_and_the_cause(mistakes: Any) -> None:
     result = mistakes.runpytest_subprocess("-p", "no:cacheprovider", "-v",
                                            "-k", "malformed or missing_crd", timeout=180)
-    result.assert_outcomes(failed=1, errors=1, deselected=3)
+    result.assert_outcomes(failed=1, errors=1, deselected=4)
     found = sections(result.stdout.str())
     assert "envtest/api/manifests.py" in found["test_malformed_yaml"]
     assert "The above exception was the direct cause" in found["test_malformed_yaml"]
