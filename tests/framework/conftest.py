@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from framework_helpers import REAL_DATA_HOME, WIDGET_CRD
+
+
+@pytest.fixture(scope="session", autouse=True)
+def kubectl_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """kubectl run by the tests keeps its discovery cache in the run's temporary dir, not in
+    ~/.kube/cache (the framework's own kubectl calls do so by themselves)."""
+    patch = pytest.MonkeyPatch()
+    patch.setenv("KUBECACHEDIR", str(tmp_path_factory.mktemp("kube-cache")))
+    yield
+    patch.undo()
 
 
 @pytest.fixture

@@ -1,0 +1,177 @@
+"""A full disk says so: "no space left on <path>" and what needs it, at start and mid-run.
+
+Real small filesystems (a tmpfs of a few MiB, mounted for the test) are filled for real;
+where mounting is not allowed (an unprivileged CI runner) the tests skip, saying why.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import re
+import subprocess
+import textwrap
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from envtest import ControlPlane, ControlPlaneError
+
+pytest_plugins = ["pytester"]
+
+
+def fill(directory: Path) -> Path:
+    """Write a file in ``directory`` until its filesystem refuses even one more byte."""
+    filler = directory / "filler"
+    descriptor = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        chunk = 1 << 20
+        while chunk:
+            try:
+                os.write(descriptor, b"\0" * chunk)
+            except OSError as exc:
+                assert exc.errno == errno.ENOSPC, exc
+                chunk //= 2
+    finally:
+        os.close(descriptor)
+    return filler
+
+
+@pytest.fixture
+def small_filesystem(tmp_path: Path) -> Iterator[Callable[[str], Path]]:
+    """``small_filesystem("8m")``: a tmpfs of that size, unmounted after the test."""
+    mounted: list[Path] = []
+
+    def mount(size: str) -> Path:
+        point = tmp_path / f"small-{len(mounted)}"
+        point.mkdir()
+        result = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700",
+                                 "tmpfs", str(point)], capture_output=True, text=True,
+                                check=False)
+        if result.returncode != 0:
+            pytest.skip("a full disk is tested on a small real filesystem, and mounting a "
+                        f"tmpfs failed here ({result.stderr.strip() or result.returncode}): "
+                        "it needs root or CAP_SYS_ADMIN")
+        mounted.append(point)
+        return point
+
+    yield mount
+    for point in mounted:  # lazily: a child killed at the end may still hold a file there
+        subprocess.run(["umount", "-l", str(point)], capture_output=True, check=False)
+
+
+def test_a_start_on_a_full_disk_names_the_place_and_leaves_nothing(
+        small_filesystem: Callable[[str], Path]) -> None:
+    full = small_filesystem("4m")
+    fill(full)
+    with pytest.raises(ControlPlaneError) as raised:
+        ControlPlane(work_root=full).start()
+    assert type(raised.value).__name__ == "DiskFullError"
+    assert str(raised.value).startswith(
+        f"no space left on {full}: the control plane's work dir (certificates, kubeconfigs, "
+        "logs, the audit log) needs it"), raised.value
+    assert sorted(p.name for p in full.iterdir()) == ["filler"]  # no half-made directory
+
+
+def test_etcd_data_on_too_small_a_filesystem_is_named(
+        small_filesystem: Callable[[str], Path]) -> None:
+    # etcd preallocates 64 MiB for its write-ahead log.
+    small = small_filesystem("16m")
+    plane = ControlPlane(etcd_args={"data-dir": str(small / "data")})
+    with pytest.raises(ControlPlaneError) as raised:
+        plane.start()
+    assert type(raised.value).__name__ == "DiskFullError"
+    assert str(raised.value).startswith(
+        f"no space left on {small}: etcd's data needs it ({small / 'data'})"), raised.value
+    assert plane.pids == {} or not any(_alive(pid) for pid in plane.pids.values())
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+FILLS_THE_DISK = textwrap.dedent('''
+    import errno
+    import os
+    import tempfile
+    from pathlib import Path
+
+    CONFIG_MAP = {"metadata": {"generateName": "c-"}}
+
+
+    def fill(directory):
+        descriptor = os.open(directory / "filler", os.O_WRONLY | os.O_CREAT, 0o600)
+        chunk = 1 << 20
+        while chunk:
+            try:
+                os.write(descriptor, b"\\0" * chunk)
+            except OSError as exc:
+                assert exc.errno == errno.ENOSPC, exc
+                chunk //= 2
+        os.close(descriptor)
+
+
+    def test_a_fills_the_disk_then_counts(k8s, namespace, api_calls):
+        fill(Path(tempfile.gettempdir()))
+        for _ in range(20):  # served; the audit log's last page takes the first few lines
+            k8s.core.create_namespaced_config_map(namespace, CONFIG_MAP)
+        assert api_calls.count(verb="create") >= 1
+
+
+    def test_b_counts_later(k8s, namespace, api_calls):
+        k8s.core.create_namespaced_config_map(namespace, CONFIG_MAP)
+        assert api_calls.count(verb="create") >= 1
+
+
+    def test_c_needs_no_audit_log(k8s, namespace):
+        assert k8s.core.create_namespaced_config_map(namespace, CONFIG_MAP).metadata.name
+''')
+RECORDS_DURATIONS = textwrap.dedent('''
+    import json
+    import os
+
+    def pytest_runtest_logreport(report):
+        with open(os.environ["DURATIONS_FILE"], "a") as out:
+            out.write(json.dumps([report.nodeid, report.when, report.duration]) + "\\n")
+''')
+
+
+def test_a_disk_filling_mid_run_fails_the_tests_that_count_calls_at_once_saying_why(
+        inner_pytester: Any, small_filesystem: Callable[[str], Path],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    small = small_filesystem("16m")
+    durations = inner_pytester.path / "durations.jsonl"
+    monkeypatch.setenv("TMPDIR", str(small))  # the control plane's work dir and audit log
+    monkeypatch.setenv("ENVTEST_PORTABLE", "0")  # etcd's data stays on /dev/shm
+    monkeypatch.setenv("DURATIONS_FILE", str(durations))
+    inner_pytester.makeconftest(RECORDS_DURATIONS)
+    inner_pytester.makepyfile(test_full=FILLS_THE_DISK)
+    result = inner_pytester.runpytest_subprocess("-p", "no:cacheprovider", timeout=180)
+    output = result.stdout.str()
+    result.assert_outcomes(failed=2, passed=1)
+
+    reason = (f"no space left on {small}: the audit log (api_calls, the timeline report) "
+              "needs it")
+    failures = dict(re.findall(r"^_{3,} (\w+) _{3,}$\n(.*?)(?=^_{3,} \w+ _{3,}$|^={3,})",
+                               output, flags=re.MULTILINE | re.DOTALL))
+    for test in ("test_a_fills_the_disk_then_counts", "test_b_counts_later"):
+        assert f"DiskFullError: {reason}" in failures[test], failures.get(test, output)
+    warnings = output.split("warnings summary", 1)[1]
+    assert warnings.count(f"EnvtestWarning: {reason}") == 1, warnings  # said once
+
+    seconds: dict[str, float] = defaultdict(float)
+    for line in durations.read_text().splitlines():
+        nodeid, when, duration = json.loads(line)
+        test = nodeid.split("::")[-1]
+        if not (test.startswith("test_a") and when == "setup"):  # it starts the cluster
+            seconds[test] += duration
+    # Each took 10 s or more before (a swallowed mark timeout, then the sync's): now at once.
+    assert all(took < 2.0 for took in seconds.values()), dict(seconds)

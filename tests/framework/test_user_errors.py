@@ -1,0 +1,169 @@
+"""The framework's errors as users read them: the thing and the fix in one line, at their own
+line; pytest-envtest's frames and the errors behind it only with ``-v``.
+
+Each inner session (pytester, in a subprocess) is a user's run with a mistake in it: a CRD
+path that does not exist, malformed YAML, an operator binary that is missing or not
+executable, an existing cluster that does not answer.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from envtest import ResourceError, load_manifests
+
+pytest_plugins = ["pytester"]
+
+MISTAKES = textwrap.dedent('''
+    from pathlib import Path
+
+    import pytest
+
+    from envtest import KopfOperator
+
+    HERE = Path(__file__).parent
+
+    @pytest.mark.envtest_crds("crds/missing.yaml")
+    def test_a_missing_crd_path(k8s):
+        pass
+
+    def test_malformed_yaml(apply):
+        apply(HERE / "broken.yaml")
+
+    def test_an_operator_not_on_path(run_operator):
+        run_operator(["no-such-operator-7f3a", "--kubeconfig", "{kubeconfig}"])
+
+    def test_an_operator_not_built(run_operator):
+        run_operator(["./bin/manager", "--kubeconfig", "{kubeconfig}"], cwd=HERE)
+
+    def test_an_operator_not_executable(run_operator):
+        run_operator([str(HERE / "operator.sh")])
+
+    def test_kopf_handlers_not_there(run_operator):
+        run_operator(KopfOperator("handlers_gone.py"))
+''')
+BROKEN_YAML = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n   bad: indent\n"
+#: Where the framework's own code lives, as paths in a traceback show it.
+FRAMEWORK_PATHS = re.compile(r"envtest/(api|pytest_plugin|clusters|controlplane|system)/\w+\.py")
+
+
+def sections(output: str) -> dict[str, str]:
+    """pytest's report sections by test name (``ERROR at setup of x`` counts as ``x``)."""
+    found: dict[str, str] = {}
+    parts = re.split(r"^_{3,} (.+?) _{3,}$", output, flags=re.MULTILINE)
+    for title, body in zip(parts[1::2], parts[2::2], strict=True):
+        name = title.removeprefix("ERROR at setup of ").strip()
+        found[name] = body.split("\n===", 1)[0]  # up to the next summary banner
+    return found
+
+
+@pytest.fixture
+def mistakes(inner_pytester: Any) -> Any:
+    inner_pytester.makepyfile(test_mistakes=MISTAKES)
+    (inner_pytester.path / "broken.yaml").write_text(BROKEN_YAML)
+    script = inner_pytester.path / "operator.sh"
+    script.write_text("#!/bin/sh\nsleep 60\n")
+    script.chmod(0o644)
+    return inner_pytester
+
+
+def test_each_mistake_is_one_line_naming_the_fix_at_the_users_line(mistakes: Any) -> None:
+    result = mistakes.runpytest_subprocess("-p", "no:cacheprovider", timeout=180)
+    result.assert_outcomes(failed=5, errors=1)
+    output = result.stdout.str()
+    found = sections(output)
+
+    crd = found["test_a_missing_crd_path"]
+    assert f"manifest path {mistakes.path}/crds/missing.yaml does not exist; check the " \
+           "path" in crd
+    assert re.search(r"test_mistakes.py:\d+: in test_a_missing_crd_path", crd)  # not a fixture
+    assert len(crd.strip().splitlines()) <= 4, crd
+
+    yaml_error = found["test_malformed_yaml"]
+    assert f"{mistakes.path}/broken.yaml is not valid YAML: line 5, column 7 " \
+           "('bad: indent'): mapping values are not allowed" in yaml_error
+    assert "<unicode string>" not in yaml_error
+    assert '>       apply(HERE / "broken.yaml")' in yaml_error  # the user's own frame
+
+    assert "'no-such-operator-7f3a' is not on PATH" in found["test_an_operator_not_on_path"]
+    assert f"{mistakes.path}/bin/manager does not exist; build it first" in \
+        found["test_an_operator_not_built"]
+    assert f"{mistakes.path}/operator.sh is not executable; chmod +x" in \
+        found["test_an_operator_not_executable"]
+    assert f"KopfOperator: handlers file {mistakes.path}/handlers_gone.py does not exist" in \
+        found["test_kopf_handlers_not_there"]  # before: `kopf run` started, then died
+
+    for name, text in found.items():
+        assert not FRAMEWORK_PATHS.search(text), f"{name} shows framework frames:\n{text}"
+        for raw in ("FileNotFoundError", "PermissionError", "Traceback",
+                    "The above exception was the direct cause"):
+            assert raw not in text, f"{name}: {raw}\n{text}"
+        assert "-v shows them" in text, name
+
+
+def test_dash_v_shows_the_frameworks_frames_and_the_cause(mistakes: Any) -> None:
+    result = mistakes.runpytest_subprocess("-p", "no:cacheprovider", "-v",
+                                           "-k", "malformed or missing_crd", timeout=180)
+    result.assert_outcomes(failed=1, errors=1, deselected=4)
+    found = sections(result.stdout.str())
+    assert "envtest/api/manifests.py" in found["test_malformed_yaml"]
+    assert "The above exception was the direct cause" in found["test_malformed_yaml"]
+    assert "envtest/pytest_plugin/fixtures.py" in found["test_a_missing_crd_path"]
+
+
+@pytest.fixture
+def refusing_port() -> Iterator[int]:
+    """A loopback port that refuses connections: bound, never listening."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        yield sock.getsockname()[1]
+
+
+def test_an_existing_cluster_that_does_not_answer_is_one_line(inner_pytester: Any,
+                                                              refusing_port: int) -> None:
+    kubeconfig = inner_pytester.path / "kubeconfig"
+    kubeconfig.write_text(textwrap.dedent(f"""
+        apiVersion: v1
+        kind: Config
+        clusters: [{{name: c, cluster: {{server: "https://127.0.0.1:{refusing_port}"}}}}]
+        users: [{{name: u, user: {{token: not-a-secret}}}}]
+        contexts: [{{name: c, context: {{cluster: c, user: u}}}}]
+        current-context: c
+    """))
+    inner_pytester.makepyfile(test_existing=textwrap.dedent("""
+        def test_one(k8s):
+            pass
+
+        def test_two(k8s):
+            pass
+    """))
+    result = inner_pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--envtest-backend=existing",
+        f"--envtest-kubeconfig={kubeconfig}", timeout=120)
+    result.assert_outcomes(errors=2)
+    output = result.stdout.str()
+    expected = (f"the existing cluster at https://127.0.0.1:{refusing_port} (the server of "
+                f"kubeconfig {kubeconfig}) does not answer: ConnectionRefusedError: [Errno 111] "
+                "Connection refused. Check that it runs")
+    assert output.count(expected) == 2, output  # the second test: "failed earlier" + the cause
+    for noise in ("urllib3", "MaxRetryError", "Traceback", "Retrying"):
+        assert noise not in output, noise
+    assert len(output.splitlines()) < 40, output  # 576 lines of tracebacks before
+
+
+def test_paths_in_messages_are_the_files_given(tmp_path: Path) -> None:
+    """Library users (no pytest) get the same messages: the file and line of bad YAML."""
+    broken = tmp_path / "broken.yaml"
+    broken.write_text(BROKEN_YAML)
+    with pytest.raises(ResourceError) as raised:
+        load_manifests(broken)
+    assert str(raised.value).startswith(f"{broken} is not valid YAML: line 5, column 7")
+    with pytest.raises(ResourceError, match=r"manifest text is not valid YAML: line \d+, column "):
+        load_manifests("apiVersion: v1\nkind: [unclosed\n")
