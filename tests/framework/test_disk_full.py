@@ -174,4 +174,4 @@ def test_a_disk_filling_mid_run_fails_the_tests_that_count_calls_at_once_saying_
         if not (test.startswith("test_a") and when == "setup"):  # it starts the cluster
             seconds[test] += duration
     # Each took 10 s or more before (a swallowed mark timeout, then the sync's): now at once.
-    assert all(took < 2.0 for took in seconds.values()), dict(seconds)
+    assert all(took < 5.0 for took in seconds.values()), dict(seconds)
