@@ -6,13 +6,15 @@ import os
 from dataclasses import dataclass, field
 from typing import Literal
 
-from .controllers.registry import CONTROLLER_TYPES
 from .dashboard import DashboardResolver, default_dashboard_resolver
 
 ServeGate = Literal["head-pod", "none"]
 SERVE_GATES: tuple[str, ...] = ("head-pod", "none")
-CONTROLLERS: tuple[str, ...] = tuple(CONTROLLER_TYPES)
-"""The names of the controllers there are (all run by default), from ``controllers.registry``."""
+CONTROLLERS: tuple[str, ...] = ("raycluster", "rayservice", "rayjob")
+"""The names of the controllers there are, in start order (all run by default).
+
+Plain data, so that the settings need none of the controllers (which read the settings):
+``controllers.registry`` has a class for each name and refuses to load if the two differ."""
 DEFAULT_REQUEUE_ENV = "RAYCLUSTER_DEFAULT_REQUEUE_SECONDS_ENV"
 
 

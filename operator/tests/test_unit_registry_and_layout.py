@@ -1,4 +1,4 @@
-"""One controller registry; the import paths other code uses; no test framework in the operator."""
+"""One list of controller names, one class each; import paths used outside; no test framework."""
 
 import subprocess
 import sys
@@ -10,7 +10,7 @@ from ray_operator.config import CONTROLLERS
 from ray_operator.controllers.registry import CONTROLLER_TYPES
 
 
-def test_the_registry_is_the_one_list_of_controllers():
+def test_the_registry_has_a_class_for_each_named_controller():
     assert tuple(CONTROLLER_TYPES) == CONTROLLERS == ("raycluster", "rayservice", "rayjob")
     assert OperatorConfig().controllers == CONTROLLERS
     for name, factory in CONTROLLER_TYPES.items():

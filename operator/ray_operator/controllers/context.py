@@ -3,16 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import httpx
 
+from ..config import OperatorConfig
 from ..runtime import EventRecorder, InformerFactory, KubeClient
-
-if TYPE_CHECKING:
-    # Only a type here: ``config`` validates controller names against ``registry``, which
-    # imports the controllers, so importing ``config`` at run time would make a cycle.
-    from ..config import OperatorConfig
 
 
 @dataclass(frozen=True)
