@@ -51,7 +51,7 @@ MISTAKES = textwrap.dedent('''
 ''')
 BROKEN_YAML = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n   bad: indent\n"
 #: Where the framework's own code lives, as paths in a traceback show it.
-FRAMEWORK_PATHS = re.compile(r"envtest/(api|pytest_plugin|clusters|controlplane|system)/\w+\.py")
+FRAMEWORK_PATHS = re.compile(r"envtest/(api|pytest_plugin|clusters|controlplane|system)/[\w/]+\.py")
 
 
 def sections(output: str) -> dict[str, str]:
@@ -113,7 +113,7 @@ def test_dash_v_shows_the_frameworks_frames_and_the_cause(mistakes: Any) -> None
                                            "-k", "malformed or missing_crd", timeout=180)
     result.assert_outcomes(failed=1, errors=1, deselected=4)
     found = sections(result.stdout.str())
-    assert "envtest/api/manifests.py" in found["test_malformed_yaml"]
+    assert "envtest/api/objects/manifests.py" in found["test_malformed_yaml"]
     assert "The above exception was the direct cause" in found["test_malformed_yaml"]
     assert "envtest/pytest_plugin/fixtures.py" in found["test_a_missing_crd_path"]
 
