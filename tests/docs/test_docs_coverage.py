@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import inspect
 import re
+import types
 from pathlib import Path
 
 import pytest
@@ -52,3 +53,18 @@ def test_fixture_docstrings_say_what_they_give(plugin: object) -> None:
     bare = [name for name in _fixtures(plugin)
             if not inspect.getdoc(getattr(plugin, name))]
     assert not bare, bare
+
+
+def test_the_control_planes_reference_lists_each_of_its_documented_members() -> None:
+    """ControlPlane is built from parts (``controlplane/plane*.py``), so its reference entry
+    names its members by hand, in reading order: a new public one must be added there."""
+    entry = re.search(r"^::: envtest\.ControlPlane\n((?:[ ]+.*\n)+)", DOCS, flags=re.M)
+    assert entry, "docs/reference.md has no entry for envtest.ControlPlane"
+    listed = re.search(r"members: \[([^\]]*)\]", entry.group(1))
+    assert listed, "the ControlPlane entry lists no members"
+    members: dict[str, object] = {}
+    for klass in reversed(envtest.ControlPlane.__mro__):
+        members.update(vars(klass))
+    documented = {name for name, value in members.items() if not name.startswith("_")
+                  and isinstance(value, property | types.FunctionType) and value.__doc__}
+    assert documented == {name.strip() for name in listed.group(1).split(",")}

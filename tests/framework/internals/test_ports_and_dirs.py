@@ -20,7 +20,7 @@ import kubernetes.client
 import psutil
 import pytest
 
-import envtest.controlplane.plane as plane_module
+import envtest.controlplane.plane_start as plane_start
 from envtest import ControlPlane, Version, eventually
 from envtest.system.ports import free_ports, port_in_use, release_ports, sweep_claims
 from envtest.system.workdirs import PREFIX, record_owners, remove_stale_dirs
@@ -115,7 +115,7 @@ def test_a_port_lost_to_a_race_is_retried_with_new_ports(
         handed.append(list(ports))
         return ports
 
-    monkeypatch.setattr(plane_module, "free_ports", racy_free_ports)
+    monkeypatch.setattr(plane_start, "free_ports", racy_free_ports)
     control_plane = ControlPlane(version)
     try:
         control_plane.start()
