@@ -68,3 +68,23 @@ def test_the_control_planes_reference_lists_each_of_its_documented_members() -> 
     documented = {name for name, value in members.items() if not name.startswith("_")
                   and isinstance(value, property | types.FunctionType) and value.__doc__}
     assert documented == {name.strip() for name in listed.group(1).split(",")}
+
+
+def _change_table(text: str) -> str:
+    """The "To change | open" table of a page ("" if it has none)."""
+    found = re.search(r"^\| To change \|.*?\n(?=[^|])", text, flags=re.M | re.S)
+    return found.group(0) if found else ""
+
+
+def test_the_where_to_change_table_is_one_and_names_what_exists() -> None:
+    """The README's and the docs' "to change X, open Y" tables are the same, and every file or
+    directory they name is there (under ``fixtures/envtest/`` unless the path says)."""
+    table = _change_table((ROOT / "README.md").read_text())
+    assert table, "the README has no 'To change | open' table"
+    assert table == _change_table((ROOT / "docs" / "contributing.md").read_text())
+    paths = re.findall(r"`([\w./-]+(?:\.py|\.md|/))`", table)
+    assert len(paths) > 20, paths
+    framework = ROOT / "fixtures" / "envtest"
+    missing = [path for path in paths
+               if not (ROOT / path).exists() and not (framework / path).exists()]
+    assert not missing, f"the table names what is not there: {missing}"
