@@ -1,5 +1,6 @@
 """The architecture holds: layers and independence (import-linter), one public API, no pytest below
-the plugin.  Each check fails when someone takes a shortcut through the layers."""
+the plugin, no module over 400 lines.  Each check fails when someone takes a shortcut through the
+layers."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ ROOT = Path(__file__).resolve().parents[2]
 #: The one place under tests/ that may import internal modules (white-box tests).
 INTERNALS = ROOT / "tests" / "framework" / "internals"
 PUBLIC_MODULES = {"envtest", "envtest.binaries"}
+#: The longest a module of the framework or the operator may be: past it, split it on its seams.
+MAX_MODULE_LINES = 400
 
 
 def _envtest_imports(path: Path) -> list[tuple[int, str, list[str]]]:
@@ -105,3 +108,12 @@ def test_importing_envtest_or_its_command_line_is_cheap() -> None:
                             timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]", "heavy modules load only when used"
+
+
+def test_no_module_of_the_framework_or_the_operator_is_over_400_lines() -> None:
+    sources = [*(ROOT / "fixtures" / "envtest").rglob("*.py"),
+               *(ROOT / "operator" / "ray_operator").rglob("*.py")]
+    assert len(sources) > 100, sources
+    long = {str(path.relative_to(ROOT)): lines for path in sources
+            if (lines := len(path.read_text().splitlines())) > MAX_MODULE_LINES}
+    assert not long, f"split these along their seams (README, Architecture): {long}"
