@@ -79,8 +79,10 @@ def test_two_writers_a_conflict_and_a_delete(envtest, k8s, namespace, api_calls,
                                                WIDGET_PLURAL, "shared")
     judged = api_calls.judged(user=[alice, bob], resource=WIDGET_PLURAL)
     assert [c.user for c in judged.effective] == [alice, bob]
-    assert [c.user for c in judged.redundant] == [alice]
-    assert [c.user for c in judged.unjudged] == [bob]  # followed by the delete: unknown
+    # Bob's last update is followed by the delete: the audit log alone cannot judge it, the
+    # recorder can (the change from the version it carried is the deletion, no update's).
+    assert [c.user for c in judged.redundant] == [alice, bob]
+    assert judged.unjudged == []
     assert api_calls.count(user=bob, code=409) == 1
     # Each write joined to the change it made: the 409 is no write, the no-ops made none.
     eventually(lambda: any(c.kind == "DELETED" for c in recording.changes), timeout=10)
@@ -96,7 +98,7 @@ def test_two_writers_a_conflict_and_a_delete(envtest, k8s, namespace, api_calls,
                      (bob, "update", None, []),
                      (admin, "delete", "DELETED", [])], story
     assert joined[2].change.fields[0].new is False  # bob's change, not alice's
-    assert [a.exact for a in joined] == [True, True, True, True, False, True]
+    assert all(a.exact for a in joined)
 
 
 GAUGE_CRD: dict[str, Any] = {
