@@ -109,6 +109,6 @@ def test_status_writes_with_and_without_the_gate(request, second_namespace, ray_
     chart = write_chart(tmp_path / "demo.html", [gated, legacy], users, TIMING,
                         {"kubernetes_version": "test", "generated": "now"}).read_text()
     assert chart.count('<section class="timeline"') == 2
-    assert chart.count(f'data-lane="{STATUS_LANE}"') == 2
+    assert chart.count(f'<g class="lane" data-lane="{STATUS_LANE}"') == 2
     assert f"{legacy.status_writes} status writes, {legacy.noise_only_status_writes} of them" \
         in chart
