@@ -86,8 +86,12 @@ def test_scale_down_deletes_gracefully_and_rolling_update_replaces(
                           and d.status.get("availableReplicas") == 3
                           and d.status.get("replicas") == 3, timeout=60)
     assert deployment.status.observedGeneration == deployment.metadata.generation
-    images = {p.spec.containers[0].image for p in _pods(k8s, namespace, "app=api")}
-    assert images == {"nginx:2"}
+    # The Deployment counts no terminating Pod: an old one may still be in its grace period.
+    live = [p for p in _pods(k8s, namespace, "app=api") if p.metadata.deletion_timestamp is None]
+    assert {p.spec.containers[0].image for p in live} == {"nginx:2"} and len(live) == 3
+    envtest.eventually(lambda: {p.spec.containers[0].image
+                                for p in _pods(k8s, namespace, "app=api")} == {"nginx:2"},
+                       timeout=30, message="the old Pods removed after their grace period")
     assert not first & {p.metadata.name for p in _pods(k8s, namespace, "app=api")}
 
 
