@@ -279,3 +279,20 @@ def test_a_killed_instances_open_watches_are_cut(plan, proxy, k8s, namespace) ->
         core.create_namespaced_secret(namespace, {"metadata": {"name": "s"}})
     assert events.get(timeout=5)[1] == "cut"
     client.close()
+
+
+def test_a_faulted_watch_of_a_client_that_takes_gzip_is_cut_into_events(
+        plan, proxy, k8s, namespace) -> None:
+    """Go's client asks for gzip, and kube-apiserver compresses watches: events can only be
+    cut apart (held back, counted) in an uncompressed stream, which the proxy asks for."""
+    plan.add(Fault("drop-watches", after_events=1, resource="configmaps"))
+    k8s.core.create_namespaced_config_map(namespace, config_map("present"))
+    path = (f"/api/v1/namespaces/{namespace}/configmaps?watch=true&allowWatchBookmarks=true"
+            "&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&timeoutSeconds=30")
+    with _raw_client(proxy, proxy.issue_user(OPERATOR, ("system:masters",))) as client, \
+            client.stream("GET", path, headers={"Accept-Encoding": "gzip"}) as answer:
+        body = answer.read()
+    assert "content-encoding" not in answer.headers
+    events = [json.loads(line) for line in body.splitlines()]
+    assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [
+        ("ADDED", "present")]  # ended after one event, long before its timeout
