@@ -27,6 +27,7 @@ from envtest import (
     Cluster,
     ConfigurationError,
     Faults,
+    KopfOperator,
     OperatorHandle,
     ProcessOperator,
     ThreadOperator,
@@ -387,11 +388,13 @@ def test_a_thread_operator_is_stopped_right_after_its_nth_write_and_cannot_write
         faults: Faults, run_operator: RunOperator, k8s: Clients, namespace: str,
         api_calls: ApiCalls) -> None:
     instances: list[threading.Event] = []
+    heard: dict[str, list[str]] = {}  # the writes each instance heard answered
     late: queue.Queue = queue.Queue()
 
     def stepper(api_client: Any, stop: threading.Event) -> None:
         instances.append(stop)
         me = str(len(instances))
+        heard[me] = []
         core = CoreV1Api(api_client)
         have = names(core, namespace)
         try:
@@ -399,6 +402,9 @@ def test_a_thread_operator_is_stopped_right_after_its_nth_write_and_cannot_write
                 if f"step-{index}" not in have:
                     core.create_namespaced_config_map(namespace,
                                                       config_map(f"step-{index}", by=me))
+                    heard[me].append(f"step-{index}")
+        except ApiException:
+            raise  # an answer from the apiserver (or the proxy): not what a crash gives
         except Exception as error:  # the held answer never comes: the connection is cut
             late.put(("cut", type(error).__name__))
             try:  # a thread cannot be killed: it tries to write once more, and must not
@@ -406,6 +412,7 @@ def test_a_thread_operator_is_stopped_right_after_its_nth_write_and_cannot_write
                 late.put(("zombie", 201))
             except ApiException as refused:
                 late.put(("zombie", refused.status))
+            raise  # and dies of it: the stopped instance's end is not the operator's crash
         stop.wait()
 
     crash = faults.crash_after_write(2, resource="configmaps")
@@ -417,9 +424,53 @@ def test_a_thread_operator_is_stopped_right_after_its_nth_write_and_cannot_write
     by = {c.metadata.name: c.data["by"]
           for c in k8s.core.list_namespaced_config_map(namespace).items}
     assert by == {"step-1": "1", "step-2": "1", **{f"step-{i}": "2" for i in range(3, STEPS + 1)}}
+    assert heard == {"1": ["step-1"], "2": [f"step-{i}" for i in range(3, STEPS + 1)]}
     assert instances[0].is_set() and not instances[1].is_set()
     assert handle.restarts == 1 and crash.injected == 1
     assert api_calls.count(user=handle, verb="create", injected=False) == STEPS
+    handle.check()
+
+
+COPIER = """
+import kopf
+import kubernetes
+
+
+@kopf.on.create("configmaps", labels={"copy-me": "yes"})
+def copy(name, namespace, **_):
+    try:  # through the official client's default, as kopf's login set it for this instance
+        kubernetes.client.CoreV1Api().create_namespaced_config_map(
+            namespace, {"metadata": {"name": f"{name}-copy"}})
+    except kubernetes.client.ApiException as error:
+        if error.status != 409:  # made already, before a crash
+            raise
+"""
+
+
+def test_a_kopf_thread_operator_started_again_after_a_crash_goes_on_from_there(
+        faults: Faults, run_operator: RunOperator, k8s: Clients, namespace: str,
+        tmp_path: Path, api_calls: ApiCalls) -> None:
+    (tmp_path / "copier.py").write_text(COPIER)
+    faults.crash_after_write(1, verb="create", resource="configmaps")
+    handle = run_operator(KopfOperator(tmp_path / "copier.py", thread=True), name="copier")
+    k8s.core.create_namespaced_config_map(
+        namespace, {"metadata": {"name": "source", "labels": {"copy-me": "yes"}}})
+    eventually(lambda: "kopf.zalando.org/last-handled-configuration" in (
+        k8s.core.read_namespaced_config_map("source", namespace).metadata.annotations or {}),
+               timeout=30, message="the fresh kopf instance never finished the handler")
+    assert handle.restarts == 1
+    # The first instance made the copy and was killed before it heard so; the fresh one,
+    # logged in with its own certificate, tried again and found it made.
+    assert [c.code for c in api_calls.calls(user=handle, verb="create", resource="configmaps",
+                                            injected=False)] == [201, 409]
+    # Once the stopped instance has wound down, the fresh one still works as itself (the
+    # client's default configuration is still its own, not the one from before the first).
+    eventually(lambda: [t.name for t in threading.enumerate()].count("operator-copier") == 1,
+               timeout=30, message="the stopped kopf instance never ended")
+    k8s.core.create_namespaced_config_map(
+        namespace, {"metadata": {"name": "later", "labels": {"copy-me": "yes"}}})
+    eventually(lambda: k8s.core.read_namespaced_config_map("later-copy", namespace),
+               timeout=30)
     handle.check()
 
 

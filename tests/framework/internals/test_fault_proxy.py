@@ -82,6 +82,16 @@ def test_a_large_list_passes_whole(core, k8s, namespace) -> None:
     assert len(through.items) == 40 and len(through.items[0].data["payload"]) == 100_000
 
 
+def test_a_write_of_the_largest_object_passes_whole(core, k8s, namespace) -> None:
+    """A ConfigMap of 1 MiB (the most kube-apiserver takes) makes a body over 1 MiB, past the
+    size aiohttp reads by default."""
+    created = core.create_namespaced_config_map(namespace, {
+        "metadata": {"name": "largest"}, "data": {"a": "x" * (1024 * 1024 - 1)}})
+    assert created.metadata.name == "largest"
+    assert len(k8s.core.read_namespaced_config_map("largest", namespace).data["a"]) == \
+        1024 * 1024 - 1
+
+
 def _watch_into(core: CoreV1Api, namespace: str, events: queue.Queue, **options: Any) -> None:
     start = core.list_namespaced_config_map(namespace).metadata.resource_version
     try:

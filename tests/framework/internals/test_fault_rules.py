@@ -149,6 +149,7 @@ def test_bad_specs_say_what_is_valid(spec: str, says: str) -> None:
 
 def test_json_watch_streams_are_cut_into_lines_and_bookmarks_do_not_count() -> None:
     framer = Framer("application/json")
+    assert framer.feed(b'{"a":1}\n{"b":2}\n') == [b'{"a":1}\n', b'{"b":2}\n']
     assert framer.feed(b'{"type":"ADDED"}\n{"type":"BOOK') == [b'{"type":"ADDED"}\n']
     frames = framer.feed(b'MARK"}\n')
     assert frames == [b'{"type":"BOOKMARK"}\n']
