@@ -1,5 +1,6 @@
-"""The faults fixture, through run_operator: operators reach the apiserver through a proxy of their
-own, unchanged when no fault is set, and meet exactly the faults the test asks for.
+"""The faults fixture, through run_operator: in a test that uses it, operators reach the apiserver
+through a proxy of their own, unchanged when no fault is set, and meet exactly the faults the test
+asks for.
 
 The operators here are tiny and written for each fault (threads unless a command is the point);
 what they saw is what they report, and the apiserver's audit log says what really reached it.
@@ -63,8 +64,8 @@ def _in_background(work: Callable[[], None]) -> None:
 
 
 def test_a_thread_operator_works_through_its_proxy_as_itself(
-        run_operator: RunOperator, envtest: Cluster, k8s: Clients, namespace: str,
-        api_calls: ApiCalls) -> None:
+        faults: Faults, run_operator: RunOperator, envtest: Cluster, k8s: Clients,
+        namespace: str, api_calls: ApiCalls) -> None:
     seen: queue.Queue = queue.Queue()
     hosts: list[str] = []
 
@@ -116,8 +117,8 @@ for event in watch.Watch().stream(core.list_namespaced_config_map, namespace,
 
 
 def test_a_command_operator_works_through_its_proxy_as_itself(
-        run_operator: RunOperator, envtest: Cluster, k8s: Clients, namespace: str,
-        tmp_path: Path, api_calls: ApiCalls) -> None:
+        faults: Faults, run_operator: RunOperator, envtest: Cluster, k8s: Clients,
+        namespace: str, tmp_path: Path, api_calls: ApiCalls) -> None:
     script = tmp_path / "operator.py"
     script.write_text(COMMAND_OPERATOR)
     handle = run_operator([sys.executable, str(script), "{kubeconfig}", namespace],
@@ -130,8 +131,8 @@ def test_a_command_operator_works_through_its_proxy_as_itself(
     assert api_calls.count(user=handle, verb="create", resource="configmaps") == 30
 
 
-def test_rbac_still_judges_the_operator(run_operator: RunOperator, namespace: str,
-                                        api_calls: ApiCalls) -> None:
+def test_rbac_still_judges_the_operator(faults: Faults, run_operator: RunOperator,
+                                        namespace: str, api_calls: ApiCalls) -> None:
     reader_role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
                    "metadata": {"name": "pytest-envtest-faults-reader"},
                    "rules": [{"apiGroups": [""], "resources": ["configmaps"],
@@ -534,3 +535,43 @@ def test_injected_faults_are_in_the_failure_and_timeline_reports_and_idle_rules_
         in output
     page = next(reports.glob("*.html")).read_text()
     assert 'class="mark injected"' in page and "409 Conflict" in page and "injected fault" in page
+
+
+MODES = """
+import threading
+
+from envtest import eventually
+
+
+def host_of(run_operator):
+    hosts = []
+
+    def operator(api_client, stop: threading.Event) -> None:
+        hosts.append(api_client.configuration.host)
+        stop.wait()
+
+    run_operator(operator)
+    return eventually(lambda: hosts)[0]
+
+
+def test_without_faults(run_operator, envtest):
+    print("without faults:", host_of(run_operator) == envtest.server)
+
+
+def test_with_faults(faults, run_operator, envtest):
+    print("with faults:", host_of(run_operator) == envtest.server)
+"""
+
+
+@pytest.mark.parametrize(("mode", "direct_without_faults"), [("always", False),
+                                                              ("faults", True)])
+def test_the_proxy_is_in_front_of_every_operator_or_only_where_faults_are_set(
+        mode: str, direct_without_faults: bool, inner_pytester: Any) -> None:
+    inner_pytester.makepyfile(test_inner=MODES)
+    result = inner_pytester.runpytest_subprocess("-p", "no:cacheprovider", "-s",
+                                                 f"--envtest-operator-proxy={mode}",
+                                                 timeout=300)
+    result.assert_outcomes(passed=2)
+    output = result.stdout.str()
+    assert f"without faults: {direct_without_faults}" in output
+    assert "with faults: False" in output  # behind its proxy either way
