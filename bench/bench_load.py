@@ -1,5 +1,8 @@
 """Load: one control plane, one operator (in a thread), N RayServices coming up at once.
 
+``--proxy`` puts the operator behind a fault proxy with no fault set, as
+``run_operator`` does (``bench_fault_proxy`` compares the two).
+
 Each RayService is small (a head and one worker). A PodSimulator moves every Ray Pod (Running
 after ``--running-after`` s, Ready ``--ready-after`` s later) and a FakeDashboardFleet starts each
 cluster's fake Dashboard once its head Pod is Ready (``start_when_head_ready``), so the operator
@@ -57,6 +60,7 @@ from envtest import (
     AuditLog,
     ConsoleProgress,
     ControlPlane,
+    OperatorProxy,
     PodPlan,
     PodSimulator,
     Recorder,
@@ -232,6 +236,9 @@ def main(argv: list[str] | None = None) -> int:
                              "the whole run's timeline report here (measures its size and "
                              "the time to build, write and render it)")
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--proxy", action="store_true",
+                        help="the operator reaches the apiserver through a fault proxy (no "
+                             "fault set), as run_operator's operators do")
     args = parser.parse_args(argv)
     if args.out is None:
         args.out = RESULTS / ("load-cluster.json" if args.profile == "cluster" else "load.json")
@@ -262,7 +269,9 @@ def main(argv: list[str] | None = None) -> int:
                                              ready_after=args.ready_after)
         user = "ray-operator-load"
         grant_cluster_roles(admin, user, RBAC)
-        operator_client = cp.add_user(user).api_client()
+        proxy = OperatorProxy(cp) if args.proxy else None
+        identity = cp.add_user(user)
+        operator_client = (proxy.issue_user(user, ()) if proxy else identity).api_client()
         operator_client.configuration.connection_pool_maxsize = 32
         fleet = FakeDashboardFleet(namespace=NAMESPACE)
         fleet.start_when_head_ready(admin, NAMESPACE, delay_seconds=args.dashboard_after)
@@ -371,6 +380,8 @@ def main(argv: list[str] | None = None) -> int:
             if workloads is not None:
                 workloads.stop()
             fleet.close()
+            if proxy is not None:
+                proxy.close()
         version = cp.version
 
     per_service = [running_at[n] - created[n] for n in running_at]
@@ -380,7 +391,8 @@ def main(argv: list[str] | None = None) -> int:
         "when": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "kubernetes_version": version,
         "services": len(names),
-        "settings": {"profile": args.profile, "running_after": args.running_after,
+        "settings": {"profile": args.profile, "proxy": args.proxy,
+                     "running_after": args.running_after,
                      "ready_after": args.ready_after,
                      "dashboard_after": args.dashboard_after, "workers": args.workers,
                      "service_requeue_seconds": OperatorConfig().service_requeue_seconds,

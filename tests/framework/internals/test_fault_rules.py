@@ -1,0 +1,165 @@
+"""Fault rules as data: how a request is read, which rules select it, when they fire, and
+the text form ``--envtest-fault`` will take.  No cluster: these are the proxy's decisions."""
+
+from __future__ import annotations
+
+import pytest
+
+from envtest.api.faults import Fault, FaultPlan, parse_fault, parse_request
+from envtest.api.faults.requestinfo import RequestInfo, with_body
+from envtest.api.faults.rules import KINDS
+from envtest.api.faults.watchstream import Framer
+from envtest.errors import ConfigurationError
+
+
+@pytest.mark.parametrize(("method", "path", "query", "expected"), [
+    ("GET", "/api/v1/namespaces/ns/pods/p", {}, ("get", "", "pods", "", "ns", "p")),
+    ("GET", "/api/v1/namespaces/ns/pods", {}, ("list", "", "pods", "", "ns", "")),
+    ("GET", "/api/v1/namespaces/ns/pods", {"watch": "true"},
+     ("watch", "", "pods", "", "ns", "")),
+    ("GET", "/api/v1/watch/namespaces/ns/pods", {}, ("watch", "", "pods", "", "ns", "")),
+    ("GET", "/api/v1/pods", {"watch": "1", "fieldSelector": "metadata.name=p"},
+     ("watch", "", "pods", "", "", "p")),
+    ("PUT", "/apis/ray.io/v1/namespaces/ns/rayservices/r/status", {},
+     ("update", "ray.io", "rayservices", "status", "ns", "r")),
+    ("PATCH", "/apis/apps/v1/namespaces/ns/deployments/d/scale", {},
+     ("patch", "apps", "deployments", "scale", "ns", "d")),
+    ("POST", "/api/v1/namespaces/ns/configmaps", {}, ("create", "", "configmaps", "", "ns", "")),
+    ("DELETE", "/api/v1/namespaces/ns/configmaps", {},
+     ("deletecollection", "", "configmaps", "", "ns", "")),
+    ("DELETE", "/api/v1/namespaces/ns", {}, ("delete", "", "namespaces", "", "ns", "ns")),
+    ("PUT", "/api/v1/namespaces/ns/finalize", {},
+     ("update", "", "namespaces", "finalize", "ns", "ns")),
+    ("GET", "/apis/rbac.authorization.k8s.io/v1/clusterroles", {},
+     ("list", "rbac.authorization.k8s.io", "clusterroles", "", "", "")),
+])
+def test_requests_read_as_the_audit_log_names_them(method, path, query, expected) -> None:
+    info = parse_request(method, path, query)
+    assert info is not None
+    assert (info.verb, info.api_group, info.resource, info.subresource, info.namespace,
+            info.name) == expected
+
+
+@pytest.mark.parametrize("path", ["/api", "/apis", "/apis/ray.io/v1", "/version", "/openapi/v3",
+                                  "/healthz", "/api/v1"])
+def test_discovery_and_health_are_not_resource_requests(path: str) -> None:
+    assert parse_request("GET", path, {}) is None
+
+
+def test_a_create_is_named_by_its_body_unless_it_is_not_json() -> None:
+    info = parse_request("POST", "/api/v1/namespaces/ns/configmaps", {})
+    assert info is not None
+    assert with_body(info, b'{"metadata": {"name": "a"}}').name == "a"
+    assert with_body(info, b'{"metadata": {"generateName": "a-"}}').name == ""
+    assert with_body(info, b"k8s\x00\x0a\x0f").name == ""  # protobuf
+
+
+UPDATE_STATUS = RequestInfo("update", "ray.io", "v1", "rayservices", "status", "ns", "r")
+GET = RequestInfo("get", "ray.io", "v1", "rayservices", "", "ns", "r")
+WATCH = RequestInfo("watch", "", "v1", "pods", "", "ns", "")
+
+
+def test_request_faults_select_writes_unless_a_verb_is_given() -> None:
+    rule = Fault("conflict", resource="rayservices")
+    assert rule.selects(UPDATE_STATUS, "op")
+    assert not rule.selects(GET, "op")
+    assert Fault("error", code=500, verb="get").selects(GET, "op")
+    assert not Fault("conflict", subresource="").selects(UPDATE_STATUS, "op")
+    assert not Fault("conflict", operator="other").selects(UPDATE_STATUS, "op")
+    assert Fault("stale", seconds=1).selects(WATCH, "op")
+    assert not Fault("stale", seconds=1).selects(UPDATE_STATUS, "op")
+
+
+def test_nth_fires_once_and_times_counts_from_there() -> None:
+    second = Fault("conflict", nth=2)
+    assert [second.count_and_decide() for _ in range(4)] == [False, True, False, False]
+    assert (second.matched, second.injected) == (4, 1)
+    twice = Fault("conflict", nth=2, times=2)
+    assert [twice.count_and_decide() for _ in range(4)] == [False, True, True, False]
+    always = Fault("conflict")
+    assert all(always.count_and_decide() for _ in range(5))
+
+
+def test_probability_with_a_seed_repeats_and_another_seed_differs() -> None:
+    def draws(seed: int) -> list[bool]:
+        rule = Fault("error", code=500, probability=0.5, seed=seed)
+        return [rule.count_and_decide() for _ in range(40)]
+
+    assert draws(7) == draws(7)
+    assert 5 < sum(draws(7)) < 35
+    assert draws(7) != draws(8)
+    unseeded = Fault("error", code=500, probability=0.5)
+    assert unseeded.seed is not None and f"seed={unseeded.seed}" in str(unseeded)
+
+
+def test_every_rule_that_selects_a_request_counts_it_the_first_that_fires_answers() -> None:
+    plan = FaultPlan()
+    first = plan.add(Fault("conflict", nth=1))
+    second = plan.add(Fault("error", code=503, nth=2))
+    assert plan.request_fault(UPDATE_STATUS, "op") is first
+    assert plan.request_fault(UPDATE_STATUS, "op") is second
+    assert plan.request_fault(UPDATE_STATUS, "op") is None
+    assert (first.matched, second.matched) == (3, 3)
+    assert plan.idle() == []
+
+
+def test_a_crash_follows_successful_writes_only() -> None:
+    plan = FaultPlan()
+    crash = plan.add(Fault("crash-after-write", nth=2))
+    assert plan.crash_after(UPDATE_STATUS, "op", 409) is None
+    assert plan.crash_after(GET, "op", 200) is None
+    assert plan.crash_after(UPDATE_STATUS, "op", 200) is None
+    assert plan.crash_after(UPDATE_STATUS, "op", 201) is crash
+    assert plan.crash_after(UPDATE_STATUS, "op", 200) is None
+
+
+@pytest.mark.parametrize("spec", [
+    "crash-after-write=3", "conflict:verb=update,resource=rayservices,subresource=status,nth=1",
+    "error=503:resource=pods|services,times=2", "throttle=2", "stale=1.5:resource=pods",
+    "drop-watches=0", "gone:resource=pods", "timeout=2:verb=create",
+    "error=500:probability=0.25,seed=3",
+])
+def test_the_text_form_reads_back_as_it_is_written(spec: str) -> None:
+    assert str(parse_fault(spec)) == spec
+
+
+def test_the_text_form_sets_what_it_names() -> None:
+    rule = parse_fault("throttle=2:resource=pods,nth=3")
+    assert (rule.kind, rule.seconds, rule.resource, rule.nth) == ("throttle", 2.0, ("pods",), 3)
+    assert parse_fault("crash_after_write=3").nth == 3
+    assert parse_fault("throttle:retry-after=4").seconds == 4.0
+
+
+@pytest.mark.parametrize(("spec", "says"), [
+    ("crash-after-writes=3", "unknown fault 'crash-after-writes'; the faults are: "
+     + ", ".join(KINDS)),
+    ("conflict:verbs=update", "unknown field 'verbs=update'; the fields are: verb, resource"),
+    ("gone=3", "fault gone takes no value"),
+    ("error=418", "code must be one of 500, 502, 503, 504"),
+    ("conflict:verb=put", "unknown verb 'put'"),
+    ("conflict:nth=0", "nth counts from 1"),
+    ("error:probability=2", "probability must be in (0, 1]"),
+    ("stale=soon", "could not convert string to float"),
+])
+def test_bad_specs_say_what_is_valid(spec: str, says: str) -> None:
+    with pytest.raises(ConfigurationError) as raised:
+        parse_fault(spec)
+    assert says in str(raised.value)
+
+
+def test_json_watch_streams_are_cut_into_lines_and_bookmarks_do_not_count() -> None:
+    framer = Framer("application/json")
+    assert framer.feed(b'{"a":1}\n{"b":2}\n') == [b'{"a":1}\n', b'{"b":2}\n']
+    assert framer.feed(b'{"type":"ADDED"}\n{"type":"BOOK') == [b'{"type":"ADDED"}\n']
+    frames = framer.feed(b'MARK"}\n')
+    assert frames == [b'{"type":"BOOKMARK"}\n']
+    assert not framer.counts(frames[0])
+    assert framer.feed(b'{"type":"DELETED"') == [] and framer.rest() == b'{"type":"DELETED"'
+
+
+def test_protobuf_watch_streams_are_cut_into_length_prefixed_frames() -> None:
+    framer = Framer("application/vnd.kubernetes.protobuf;stream=watch")
+    one, two = b"\x00\x00\x00\x03abc", b"\x00\x00\x00\x02de"
+    assert framer.feed(one + two[:3]) == [one]
+    assert framer.feed(two[3:]) == [two]
+    assert Framer("application/cbor-seq").feed(b"xyz") == [b"xyz"]
