@@ -254,6 +254,17 @@ def test_bad_exploration_input_says_what_is_valid(orders_dir: Any) -> None:
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert ("unknown fault 'crash-after-writes'; the faults are: conflict, error, throttle, "
             "timeout, stale, drop-watches, gone, crash-after-write") in result.stderr.str()
+    orders_dir.makepyfile(test_bad_marker=textwrap.dedent('''
+        import pytest
+
+        @pytest.mark.envtest_explore("crashes", "stal")
+        def test_marked(run_operator):
+            pass
+    '''))
+    result, output = run(orders_dir, "test_bad_marker.py")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, output
+    assert "test_bad_marker.py::test_marked: envtest_explore: unknown exploration 'stal'" in \
+        result.stderr.str(), output
     # A fault that never fires is a warning naming it, not a silent pass.
     result, output = run(orders_dir, "test_orders.py::test_safe", "--envtest-fault",
                          "crash-after-write=9")
