@@ -180,6 +180,8 @@ def test_exploration_names_the_crash_point_of_an_unsafe_operator_and_its_rerun_f
     report = Path(re.search(r"report: (\S+)", output).group(1))  # type: ignore[union-attr]
     assert report.name.endswith("crash-after-write_1_"), report
     assert "crash-after-write=1" in (report / "faults_injected.txt").read_text()
+    failure = (report / "test-failure.txt").read_text()  # the test's own traceback, whole
+    assert "def test_unsafe" in failure and "WaitTimeoutError" in failure, failure
     # The summary at the end of the session says what was run.
     assert re.search(r"1 test\(s\) explored: 2 point\(s\) run, 1 failing", output), output
     print(f"the unsafe operator's crash point found in {found_in:.1f} s")  # the closing note
