@@ -70,9 +70,14 @@ def dashboards(namespace: str, serve_policy: ServePolicy,
 class RayOperatorHandle:
     """A running Ray operator and what a test asks of it."""
 
-    def __init__(self, running: OperatorHandle, operator: Operator | None) -> None:
+    def __init__(self, running: OperatorHandle, holder: dict[str, Operator] | None) -> None:
         self.running = running
-        self.operator = operator
+        self._holder = holder
+
+    @property
+    def operator(self) -> Operator | None:
+        """The running instance (after a crash fault, the fresh one: its records start anew)."""
+        return self._holder.get("operator") if self._holder is not None else None
 
     @property
     def user(self) -> str:
@@ -117,7 +122,7 @@ def ray_operator(request: pytest.FixtureRequest, run_operator: Callable[..., Ope
         operator = eventually(lambda: operator_holder.get("operator"), timeout=10)
         eventually(operator.started.is_set, timeout=60,
                    message="the Ray operator's caches never synced")
-        return RayOperatorHandle(running, operator)
+        return RayOperatorHandle(running, operator_holder)
 
     return start
 

@@ -432,6 +432,54 @@ def test_a_thread_operator_is_stopped_right_after_its_nth_write_and_cannot_write
     handle.check()
 
 
+@pytest.mark.parametrize("kind", ["thread", "process"])
+def test_a_crash_fault_while_the_operator_stops_starts_no_instance_stop_cannot_see(
+        kind: str, faults: Faults, run_operator: RunOperator, namespace: str,
+        tmp_path: Path) -> None:
+    """An operator that writes once more as it stops (a finalizer, a last status) meets its
+    crash fault during stop(): no fresh instance may start behind stop()'s back (it found the
+    old one; the new one would run on, and stop() wait for it in vain)."""
+    crash = faults.crash_after_write(1, resource="configmaps")
+    if kind == "thread":
+        def farewell(api_client: Any, stop: threading.Event) -> None:
+            stop.wait()  # a last write on the way out, the only one
+            CoreV1Api(api_client).create_namespaced_config_map(
+                namespace, {"metadata": {"generateName": "farewell-"}})
+
+        handle = run_operator(farewell, name="farewell", stop_timeout=5.0)
+    else:
+        script = tmp_path / "farewell.py"
+        script.write_text(FAREWELL)
+        handle = run_operator([sys.executable, str(script), "{kubeconfig}", namespace],
+                              name="farewell", stop_timeout=5.0)
+        eventually(lambda: "waiting" in handle.logs(), timeout=20)
+    started = time.monotonic()
+    handle.stop()
+    assert time.monotonic() - started < 4.0, "stop() waited for an instance it never stopped"
+    assert crash.injected == 1 and handle.restarts == 0
+    assert handle.crash() is None  # killed by the fault as it stopped: not a crash
+
+
+FAREWELL = """
+import signal
+import sys
+import threading
+
+import kubernetes
+
+stopping = threading.Event()
+signal.signal(signal.SIGTERM, lambda *_: stopping.set())
+kubernetes.config.load_kube_config(sys.argv[1])
+core = kubernetes.client.CoreV1Api()
+print("waiting", flush=True)
+stopping.wait()
+try:
+    core.create_namespaced_config_map(sys.argv[2], {"metadata": {"generateName": "farewell-"}})
+except Exception as error:
+    print("cut:", type(error).__name__, flush=True)
+"""
+
+
 COPIER = """
 import kopf
 import kubernetes

@@ -359,6 +359,28 @@ def test_unhealthy_longer_than_the_threshold_prepares_a_new_cluster(level, rayse
     assert rs.events("Restarting"), "no Restarting event"
 
 
+def test_killed_right_after_marking_the_restart_the_restarting_event_is_not_lost(
+        rayservice, faults):
+    """Found by ``--envtest-explore=crashes``: the port wrote the Restarting status, then the
+    event; killed between the two, the fresh instance found the status written and never
+    said it. Now the event comes first (as KubeRay records it before its status update)."""
+    threshold = 2
+    manifest = sample_rayservice(NAME)
+    manifest["spec"]["serviceUnhealthySecondThreshold"] = threshold
+    rs = rayservice(manifest)
+    active = rs.bring_up()
+    # The status writes from here: the unhealthy app recorded, then the restart marked.
+    crash = faults.crash_after_write(2, resource="rayservices", subresource="status")
+    rs.dashboard(active).set_app_status(APP, "UNHEALTHY", "app crashed")
+    new = rs.wait_pending(other_than=active, timeout=threshold + 10)
+    # The pending name is stored by the very write the crash follows: wait for the restart.
+    eventually(lambda: rs.operator.running.restarts == 1, timeout=10)
+    assert crash.injected == 1
+    assert rs.status()["serviceStatus"] == "Restarting" and new != active
+    eventually(lambda: rs.events("Restarting"), timeout=10,
+               message="the Restarting event was lost with the killed instance")
+
+
 def test_timestamp_only_serve_changes_cause_no_status_write(rayservice):
     rs = rayservice()
     active = rs.bring_up()

@@ -101,8 +101,10 @@ class RayClusterController:
         status["reason"] = reason
         if status_changed(old_status, status):
             log.error("RayCluster cannot be reconciled: %s", reason)
-            self._write_status(cluster, status, log)
+            # The event first: killed after it, a fresh instance says it once more (the status
+            # still differs); killed after a status write, it would never say it at all.
             self.ctx.recorder.warning(cluster, "InvalidRayClusterSpec", reason)
+            self._write_status(cluster, status, log)
         return Result(self.ctx.config.default_requeue_seconds)
 
     def _write_status(self, cluster: Obj, status: Obj, log: KeyLogger) -> None:

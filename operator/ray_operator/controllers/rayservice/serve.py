@@ -253,13 +253,16 @@ class ServeStep:
         if not health.healthy:
             restart_after = self.ctx.config.service_restart_requeue_seconds
             new_name = mark_restart(status, meta(svc)["name"])
-            self.status.write(svc, status, log, f"Serve on {name} unhealthy beyond the threshold")
-            log.info("Serve on RayCluster %s unhealthy; preparing RayCluster %s", name, new_name)
+            # The event before the status write, as KubeRay does (its status is written at the
+            # end of the reconcile): killed between the two, a fresh instance finds the status
+            # unchanged and says it again; the other way round the event was lost for good.
             self.ctx.recorder.normal(
                 svc,
                 "Restarting",
                 f"The cluster will restart after {restart_after:.0f}s",
             )
+            self.status.write(svc, status, log, f"Serve on {name} unhealthy beyond the threshold")
+            log.info("Serve on RayCluster %s unhealthy; preparing RayCluster %s", name, new_name)
             return Result(restart_after)
         status["serviceStatus"] = WAIT_FOR_SERVE_DEPLOYMENT_READY
         if self.legacy:

@@ -1,0 +1,140 @@
+"""Exploration's arithmetic on known sequences: the points a clean run's traffic makes, the
+seeded sample, and the end-state comparison (what is noise and what is a difference)."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from envtest.api.explore import (
+    EndState,
+    compare_end_states,
+    fault_points,
+    parse_explore_kinds,
+    sample,
+)
+from envtest.api.explore.endstate import normalize
+from envtest.api.faults import parse_fault
+from envtest.api.faults.plan import Exchange
+from envtest.api.faults.requestinfo import RequestInfo
+from envtest.errors import ConfigurationError
+
+NOW = dt.datetime(2026, 12, 2, tzinfo=dt.UTC)
+
+
+def exchange(verb: str, resource: str, name: str, code: int = 200,
+             subresource: str = "") -> Exchange:
+    return Exchange(NOW, "op", RequestInfo(verb, "", "v1", resource, subresource, "ns-1", name),
+                    code)
+
+
+TRAFFIC = [
+    exchange("watch", "configmaps", "", 0),
+    exchange("create", "configmaps", "child", 201),
+    exchange("update", "widgets", "w", 409, "status"),  # a real conflict: not a crash point
+    exchange("update", "widgets", "w", 200, "status"),
+    exchange("patch", "configmaps", "parent"),
+    exchange("watch", "pods", "", 0),
+    exchange("watch", "configmaps", "", 0),  # watched again: one point for the resource
+]
+
+
+def test_each_kind_makes_its_points_from_the_clean_runs_traffic() -> None:
+    points = fault_points(("crashes", "conflicts", "errors", "stale"), TRAFFIC)
+    assert [(p.kind, p.spec, p.label) for p in points] == [
+        ("crashes", "crash-after-write=1", "crash after write #1 (create configmaps child)"),
+        ("crashes", "crash-after-write=2", "crash after write #2 (update widgets/status w)"),
+        ("crashes", "crash-after-write=3", "crash after write #3 (patch configmaps parent)"),
+        ("conflicts", "conflict:verb=update,nth=1",
+         "409 Conflict on update #1 (update widgets/status w)"),
+        ("conflicts", "conflict:verb=update,nth=2",
+         "409 Conflict on update #2 (update widgets/status w)"),
+        ("errors", "error=500:nth=1", "500 on write #1 (create configmaps child)"),
+        ("errors", "error=500:nth=2", "500 on write #2 (update widgets/status w)"),
+        ("errors", "error=500:nth=3", "500 on write #3 (update widgets/status w)"),
+        ("errors", "error=500:nth=4", "500 on write #4 (patch configmaps parent)"),
+        ("stale", "stale=3:resource=configmaps", "watch events of configmaps held back 3 s"),
+        ("stale", "gone:resource=configmaps,times=1",
+         "first watch of configmaps answered 410 Gone"),
+        ("stale", "stale=3:resource=pods", "watch events of pods held back 3 s"),
+        ("stale", "gone:resource=pods,times=1", "first watch of pods answered 410 Gone"),
+    ]
+    for point in points:  # each spec is a rule --envtest-fault reads back as itself
+        assert str(parse_fault(point.spec)) == point.spec
+
+
+def test_only_the_kinds_asked_for() -> None:
+    assert {p.kind for p in fault_points(("conflicts",), TRAFFIC)} == {"conflicts"}
+    assert fault_points(("crashes",), [exchange("watch", "pods", "", 0)]) == []
+
+
+def test_kinds_parse_in_a_stable_order_and_unknown_ones_list_the_valid() -> None:
+    assert parse_explore_kinds("stale, crashes") == ("crashes", "stale")
+    assert parse_explore_kinds("all") == ("crashes", "conflicts", "errors", "stale")
+    assert parse_explore_kinds("") == ()
+    with pytest.raises(ConfigurationError, match="unknown exploration 'crash'; choose from "
+                       "crashes, conflicts, errors, stale"):
+        parse_explore_kinds("crash")
+
+
+def test_a_sample_is_bounded_repeatable_by_its_seed_and_keeps_the_order() -> None:
+    points = fault_points(("errors",), [exchange("create", "pods", f"p{i}", 201)
+                                        for i in range(120)])
+    first = sample(points, 50, seed=7)
+    assert len(first) == 50 and first == sample(points, 50, seed=7)
+    assert first != sample(points, 50, seed=8)
+    assert first == sorted(first, key=points.index)
+    assert sample(points, 0, seed=7) == points  # no limit
+    assert sample(points[:3], 50, seed=7) == points[:3]
+
+
+def config_map(name: str, namespace: str, **extra: object) -> dict[str, object]:
+    metadata = {"name": name, "namespace": namespace, "uid": f"uid-{namespace}",
+                "resourceVersion": "17", "creationTimestamp": "2026-12-02T00:00:00Z",
+                "managedFields": [{"manager": "x"}],
+                "ownerReferences": [{"kind": "Widget", "name": "w", "uid": "u-1"}]}
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata, **extra}
+
+
+def state(*items: tuple[str, dict[str, object]]) -> EndState:
+    result = EndState()
+    for key, item in items:
+        result.objects.setdefault(key, []).append(item)
+    return result
+
+
+def test_what_differs_between_any_two_runs_is_not_a_difference() -> None:
+    clean = normalize(config_map("a", "ns-1", data={"at": "2026-12-02T00:00:01.5Z",
+                                                    "where": "svc.ns-1.svc"}), ["ns-1"])
+    faulted = normalize(config_map("a", "ns-2", data={"at": "2026-12-02T09:09:09+01:00",
+                                                      "where": "svc.ns-2.svc"}), ["ns-2"])
+    assert clean == faulted
+    assert clean["metadata"] == {"name": "a",
+                                 "ownerReferences": [{"kind": "Widget", "name": "w"}]}
+
+
+def test_differences_are_missing_extra_counted_and_changed_fields() -> None:
+    base = normalize(config_map("a", "ns", data={"k": "1"}), ["ns"])
+    changed = normalize(config_map("a", "ns", data={"k": "2"}), ["ns"])
+    clean = state(("configmaps a", base), ("configmaps gone", base),
+                  ("configmaps r-*", base))
+    faulted = state(("configmaps a", changed), ("configmaps r-*", base),
+                    ("configmaps r-*", base), ("configmaps orphan", base))
+    assert compare_end_states(clean, faulted) == [
+        "changed: configmaps a: data.k: '1' -> '2'",
+        "missing: configmaps gone",
+        "extra: configmaps orphan",
+        "count: configmaps r-*: 1 in the clean run, 2 here",
+    ]
+    assert compare_end_states(clean, clean) == []
+
+
+def test_noise_paths_match_keys_with_dots_and_stars() -> None:
+    item = config_map("a", "ns", status={"phase": "x", "seen": "y"})
+    item["metadata"]["annotations"] = {  # type: ignore[index]
+        "kopf.zalando.org/last-handled-configuration": "{...}", "keep": "me"}
+    document = normalize(item, ["ns"], noise=(
+        "metadata.annotations.kopf.zalando.org/last-handled-configuration", "status.*"))
+    assert document["metadata"]["annotations"] == {"keep": "me"}
+    assert document["status"] == {}
