@@ -1,0 +1,325 @@
+"""A CI failure reproduced in one command: every failed test's artifacts hold a snapshot of its
+objects, ``envtest up --restore`` brings them back on a new control plane (the Pod engine
+moving them on again), and a kept cluster keeps moving until ``envtest down``.
+
+Inner pytest sessions (pytester, in a subprocess) are the CI run; ``envtest up`` runs as the
+developer runs it, a process of its own stopped with Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import json
+import os
+import re
+import secrets
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import kubernetes
+import psutil
+import pytest
+from framework_helpers import LineReader, assert_gone, survivors
+
+import envtest
+
+pytest_plugins = ["pytester"]
+ENVTEST_CLI = Path(sys.executable).parent / "envtest"
+SECRET_VALUE = f"s3cret-{secrets.token_hex(12)}"
+
+INNER = textwrap.dedent('''
+    import pytest
+    from envtest import PodPlan, eventually
+
+    def crd(kind, scope):
+        plural = kind.lower() + "s"
+        return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                "metadata": {"name": f"{plural}.snap.example.com"},
+                "spec": {"group": "snap.example.com", "scope": scope,
+                         "names": {"kind": kind, "plural": plural, "singular": kind.lower()},
+                         "versions": [{"name": "v1", "served": True, "storage": True,
+                                       "subresources": {"status": {}},
+                                       "schema": {"openAPIV3Schema": {
+                                           "type": "object",
+                                           "x-kubernetes-preserve-unknown-fields": True}}}]}}
+
+    @pytest.mark.envtest_profile("cluster")
+    def test_fails_with_pods_held_pending(install_crds, apply, k8s, namespace, kubelet):
+        install_crds(crd("Gizmo", "Namespaced"), crd("Knob", "Cluster"))
+        kubelet.plan("app=web", PodPlan(running_after=3600))  # held Pending here
+        apply({"apiVersion": "snap.example.com/v1", "kind": "Knob",
+               "metadata": {"name": namespace}, "spec": {"turned": True}})
+        [gizmo] = apply({"apiVersion": "snap.example.com/v1", "kind": "Gizmo",
+                         "metadata": {"name": "g"}, "spec": {"size": 2}})
+        k8s.custom.patch_namespaced_custom_object_status(
+            "snap.example.com", "v1", namespace, "gizmos", "g", {"status": {"phase": "Stuck"}})
+        apply({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
+            "name": "child", "ownerReferences": [{"apiVersion": "snap.example.com/v1",
+                                                  "kind": "Gizmo", "name": "g",
+                                                  "uid": gizmo.metadata.uid}]}})
+        apply({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "creds"},
+               "stringData": {"password": "SECRET_VALUE"}})
+        apply({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+               "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}},
+                        "template": {"metadata": {"labels": {"app": "web"}},
+                                     "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}})
+        eventually(lambda: len([p for p in k8s.core.list_namespaced_pod(namespace).items
+                                if p.spec.node_name]) == 2, timeout=30)
+        print("FAILED_NS", namespace, "GIZMO_UID", gizmo.metadata.uid)
+        assert False, "the Pods never came up"
+''').replace("SECRET_VALUE", SECRET_VALUE)
+
+
+def _reset_signals() -> None:
+    """``envtest up`` is stopped by SIGINT/SIGTERM: not ignored, whatever this run inherited."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_DFL)
+
+
+def _up(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    return subprocess.Popen([str(ENVTEST_CLI), "up", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, preexec_fn=_reset_signals,
+                            env={**os.environ, "COLUMNS": "400", **(env or {})})
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def _leftovers(pid: int) -> tuple[list[psutil.Process], list[Path]]:
+    """Processes and working directories an ``envtest up`` of pid ``pid`` left behind."""
+    marker = f"pytest-envtest-cp-{pid}-"
+    processes = []
+    for process in psutil.process_iter(["cmdline"]):
+        if any(marker in part for part in process.info["cmdline"] or ()):
+            processes.append(process)
+    return survivors(processes), sorted(Path(tempfile.gettempdir()).glob(f"{marker}*"))
+
+
+def _stop(up: subprocess.Popen[str], reader: LineReader, children: list[psutil.Process]) -> None:
+    up.send_signal(signal.SIGINT)
+    assert up.wait(timeout=60) == 0
+    assert "stopped; nothing left running" in reader.rest()
+    assert_gone(children, timeout=5.0, what="envtest up's children after Ctrl-C")
+
+
+def test_a_failed_tests_snapshot_restores_on_a_new_plane_and_its_pods_move_on(
+        inner_pytester: Any, tmp_path: Path) -> None:
+    artifacts = tmp_path / "artifacts"
+    inner_pytester.makepyfile(test_ci=INNER)
+    result = inner_pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "-s", "--envtest-seed", "7",
+        "--envtest-artifacts", str(artifacts), timeout=300)
+    result.assert_outcomes(failed=1)
+    output = result.stdout.str()
+    match = re.search(r"FAILED_NS (\S+) GIZMO_UID (\S+)", output)
+    assert match, output[-3000:]
+    namespace, old_gizmo_uid = match.groups()
+    restore_line = re.search(r"restore it with: envtest up --restore (\S+)", output)
+    assert restore_line, output[-3000:]
+    folder = Path(restore_line.group(1))
+
+    # The snapshot: where the failure's artifacts are, private, saying what it holds.
+    assert folder.parent.parent == artifacts and folder.name == "snapshot"
+    assert _mode(folder) == 0o700
+    for name in ("manifest.json", "objects.json"):
+        assert _mode(folder / name) == 0o600, name
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["format"] == 1
+    assert manifest["kubernetes_version"].startswith(os.environ.get("ENVTEST_K8S_VERSION",
+                                                                     "1.37"))
+    assert (manifest["profile"], manifest["nodes"], manifest["seed"]) == ("cluster", 3, 7)
+    assert "deployment-controller" in manifest["controllers"]
+    assert manifest["test"] == "test_ci.py::test_fails_with_pods_held_pending"
+    assert manifest["namespaces"] == [namespace]
+    assert {"gizmos.snap.example.com", "knobs.snap.example.com"} <= set(manifest["crds"])
+    taken = dt.datetime.fromisoformat(manifest["taken"])
+    assert abs((dt.datetime.now(dt.UTC) - taken).total_seconds()) < 600
+    items = json.loads((folder / "objects.json").read_text())["items"]
+    assert manifest["objects"] == len(items)
+    kinds = {(o["kind"], o["metadata"]["name"]) for o in items}
+    assert {("Namespace", namespace), ("Knob", namespace), ("Gizmo", "g"),
+            ("Deployment", "web"), ("Secret", "creds")} <= kinds
+
+    # The Secret's value is in the snapshot (a restore needs it), and in no other file.
+    forms = [SECRET_VALUE, base64.b64encode(SECRET_VALUE.encode()).decode()]
+    assert any(f in (folder / "objects.json").read_text() for f in forms)
+    files = [p for p in artifacts.rglob("*") if p.is_file() and p != folder / "objects.json"]
+    assert len(files) >= 5, files  # the report's sections, the timeline, the logs
+    leaked = [str(p) for p in files for f in forms if f.encode() in p.read_bytes()]
+    assert not leaked, f"a Secret value in an artifact meant for humans: {leaked}"
+
+    # The restore: a new plane, the failed state as it was, the engine moving it on.
+    kubeconfig = tmp_path / "restored.kubeconfig"
+    started = time.monotonic()
+    up = _up("--restore", str(folder), "--kubeconfig-out", str(kubeconfig))
+    children: list[psutil.Process] = []
+    try:
+        reader = LineReader(up)
+        reader.wait_for("Press Ctrl-C", timeout=180)
+        restore_seconds = time.monotonic() - started
+        children = list(psutil.Process(up.pid).children(recursive=True))
+        assert sorted(c.name() for c in children) == [
+            "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"]
+        restored = next(line for line in reader.lines if line.startswith("restored "))
+        assert "problems" not in restored, reader.lines
+        assert any("(seed 7)" in line for line in reader.lines), reader.lines
+        api = envtest.api_client_from_kubeconfig(kubeconfig)
+        try:
+            custom = kubernetes.client.CustomObjectsApi(api)
+            core = kubernetes.client.CoreV1Api(api)
+            gizmo = custom.get_namespaced_custom_object("snap.example.com", "v1", namespace,
+                                                        "gizmos", "g")
+            assert gizmo["status"] == {"phase": "Stuck"}, "the status, through /status"
+            assert gizmo["metadata"]["uid"] != old_gizmo_uid
+            child = core.read_namespaced_config_map("child", namespace)
+            assert [r.uid for r in child.metadata.owner_references] == [gizmo["metadata"]["uid"]]
+            knob = custom.get_cluster_custom_object("snap.example.com", "v1", "knobs",
+                                                    namespace)
+            assert knob["spec"] == {"turned": True}
+            secret = core.read_namespaced_secret("creds", namespace)
+            assert base64.b64decode(secret.data["password"]).decode() == SECRET_VALUE
+            [replica_set] = kubernetes.client.AppsV1Api(api).list_namespaced_replica_set(
+                namespace).items
+            pods = core.list_namespaced_pod(namespace).items
+            snapshot_pods = sorted(n for k, n in kinds if k == "Pod")
+            assert sorted(p.metadata.name for p in pods) == snapshot_pods
+            assert all([r.uid for r in p.metadata.owner_references] == [replica_set.metadata.uid]
+                       for p in pods), "owners restored before their dependents, uids mapped"
+            for name in snapshot_pods:  # held Pending there; the engine here runs them
+                envtest.wait_for(api, "Pod", name, envtest.pod_is_ready, namespace=namespace,
+                                 timeout=30)
+            assert sorted(p.metadata.name for p in core.list_namespaced_pod(namespace).items) \
+                == snapshot_pods, "the ReplicaSet adopted the restored Pods, made no others"
+        finally:
+            api.close()
+        print(f"snapshot: {len(items)} objects, "
+              f"{(folder / 'objects.json').stat().st_size} bytes; restore to ready with "
+              f"objects: {restore_seconds:.1f} s; {restored}")
+        _stop(up, reader, children)
+    finally:
+        if up.poll() is None:
+            up.kill()
+            up.wait()
+        for child_process in survivors(children):
+            child_process.kill()
+
+
+def _snapshot(folder: Path, **manifest: Any) -> Path:
+    folder.mkdir(parents=True)
+    values = {"format": 1, "kubernetes_version": "1.37.2", "profile": "minimal",
+              "controllers": [], "nodes": 0, "seed": 0, "test": "t.py::t", "namespaces": [],
+              "crds": [], "objects": 0, "taken": "2026-01-01T00:00:00+00:00", **manifest}
+    (folder / "manifest.json").write_text(json.dumps(values))
+    (folder / "objects.json").write_text(json.dumps({"kind": "List", "items": []}))
+    return folder
+
+
+@pytest.mark.parametrize("case", ["newer format", "missing file", "not a snapshot",
+                                  "version not to be had"])
+def test_a_bad_snapshot_is_an_error_naming_the_fix_and_starts_nothing(
+        case: str, tmp_path: Path) -> None:
+    folder = tmp_path / "snapshot"
+    expected: tuple[str, ...]
+    if case == "newer format":
+        _snapshot(folder, format=2)
+        expected = ("format 2", "reads format 1", "upgrade pytest-envtest")
+    elif case == "missing file":
+        _snapshot(folder)
+        (folder / "objects.json").unlink()
+        expected = ("objects.json is missing", "download the whole snapshot folder again")
+    elif case == "not a snapshot":
+        folder.mkdir()
+        (folder / "notes.txt").write_text("hello")
+        expected = ("is not a snapshot", "manifest.json", "give the snapshot folder")
+    else:
+        _snapshot(folder, kubernetes_version="1.19.99")
+        expected = ("taken on Kubernetes 1.19.99", "cannot be had here",
+                    "envtest use 1.19.99")
+    up = _up("--restore", str(folder), "--kubeconfig-out", str(tmp_path / "kubeconfig"),
+             env={"ENVTEST_INSTALLED_ONLY": "1"})
+    output, _ = up.communicate(timeout=120)
+    assert up.returncode == 1, output
+    flat = " ".join(output.split())
+    assert "envtest: error:" in flat
+    for words in expected:
+        assert words in flat, (words, output)
+    processes, dirs = _leftovers(up.pid)
+    assert not processes and not dirs, (processes, dirs)
+    assert not (tmp_path / "kubeconfig").exists()
+
+
+KEPT = textwrap.dedent('''
+    import pytest
+
+    @pytest.mark.envtest_profile("cluster")
+    def test_fails_on_the_cluster_profile(k8s, namespace):
+        print("FAILED_NS", namespace)
+        assert False, "fail on purpose"
+''')
+
+
+def _lease_renewed(api: kubernetes.client.ApiClient, node: str, after: dt.datetime) -> bool:
+    lease = kubernetes.client.CoordinationV1Api(api).read_namespaced_lease(node,
+                                                                           "kube-node-lease")
+    return bool(lease.spec.renew_time and lease.spec.renew_time > after)
+
+
+def test_a_kept_cluster_keeps_moving_until_envtest_down(inner_pytester: Any) -> None:
+    inner_pytester.makepyfile(test_kept=KEPT)
+    result = inner_pytester.runpytest_subprocess("-p", "no:cacheprovider", "-s",
+                                                 "--envtest-keep=failed", timeout=300)
+    ended = dt.datetime.now(dt.UTC)
+    output = result.stdout.str()
+    workdir_match = re.search(r"stop it with: envtest down (\S+)", output)
+    assert workdir_match, output[-3000:]
+    workdir = workdir_match.group(1)
+    pids: list[int] = []
+    try:
+        result.assert_outcomes(failed=1)
+        assert re.search(r"simulated Nodes and the Pod lifecycle engine keep running "
+                         r"\(pid \d+", output), output[-3000:]
+        namespace = re.search(r"FAILED_NS (\S+)", output).group(1)  # type: ignore[union-attr]
+        kubeconfig = re.search(r"export KUBECONFIG=(\S+)", output).group(1)  # type: ignore[union-attr]
+        state = json.loads((Path(workdir) / "detached.json").read_text())
+        pids = list(state["pids"].values())
+        keeper = psutil.Process(state["pids"]["keeper"])
+        assert keeper.is_running() and "keeper" in keeper.cmdline()
+        api = envtest.api_client_from_kubeconfig(kubeconfig)
+        try:
+            core = kubernetes.client.CoreV1Api(api)
+            # The heartbeats go on after the session that started them ended ...
+            nodes = [n.metadata.name for n in core.list_node().items]
+            assert sorted(nodes) == ["envtest-node-0", "envtest-node-1", "envtest-node-2"]
+            envtest.eventually(lambda: all(_lease_renewed(api, n, ended) for n in nodes),
+                               timeout=30, message="the kept Nodes' Leases renewed")
+            for node in core.list_node().items:
+                ready = [c for c in node.status.conditions if c.type == "Ready"]
+                assert ready and ready[0].status == "True", node.metadata.name
+            # ... and a Pod made now is scheduled and moved to Running by the engine.
+            envtest.wait_for_service_account(api, namespace)
+            core.create_namespaced_pod(namespace, {
+                "metadata": {"name": "after"},
+                "spec": {"containers": [{"name": "c", "image": "busybox"}]}})
+            pod = envtest.wait_for(api, "Pod", "after", envtest.pod_is_ready,
+                                   namespace=namespace, timeout=30)
+            assert pod.spec.nodeName in nodes
+        finally:
+            api.close()
+    finally:
+        down = subprocess.run([str(ENVTEST_CLI), "down", workdir], capture_output=True,
+                              text=True, timeout=90, check=False)
+    assert down.returncode == 0, down.stderr
+    assert not Path(workdir).exists()
+    assert pids and len(pids) == 5, pids  # etcd, apiserver, controller manager, scheduler, keeper
+    envtest.eventually(lambda: not [p for p in pids if psutil.pid_exists(p)
+                                    and psutil.Process(p).status() != psutil.STATUS_ZOMBIE],
+                       timeout=15, message="processes left running after envtest down")
