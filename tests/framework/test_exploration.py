@@ -239,9 +239,19 @@ def test_the_marker_explores_one_test_and_a_limit_samples_with_a_seed(
 
         def test_unmarked(run_operator, k8s, namespace):
             test_orders.test_safe(run_operator, k8s, namespace)
+
+
+        @pytest.mark.envtest_explore("none")
+        def test_never(run_operator, k8s, namespace):
+            test_orders.test_unsafe(run_operator, k8s, namespace)
     '''))
     result, output = run(orders_dir, "test_marked.py")
-    result.assert_outcomes(passed=2)
+    result.assert_outcomes(passed=3)
+    # envtest_explore("none") keeps a test out of --envtest-explore: run once, no summary.
+    result, output = run(orders_dir, "test_marked.py::test_never", "--envtest-explore=crashes")
+    result.assert_outcomes(passed=1)
+    assert "envtest exploration" not in output, output
+    result, output = run(orders_dir, "test_marked.py")
     assert ("test_marked.py::test_marked: explored crashes: 1 point(s) (sampled from 2 with "
             "seed 7, limit 1: --envtest-explore-seed=7 draws them again)") in output, output
     assert "test_unmarked" not in output.split("envtest exploration")[1], output

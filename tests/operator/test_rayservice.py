@@ -381,6 +381,29 @@ def test_killed_right_after_marking_the_restart_the_restarting_event_is_not_lost
                message="the Restarting event was lost with the killed instance")
 
 
+def test_known_a_fresh_instance_submits_the_serve_config_once_more(rayservice, faults):
+    """Known, kept as KubeRay has it (found by ``--envtest-explore=crashes``): which Serve
+    config was submitted to which cluster is remembered in memory (KubeRay's ServeConfigs
+    cache), so an operator killed after the submission, started again, submits it once more.
+    The PUT is idempotent for Ray Serve; the tests that count exactly one PUT hold for an
+    operator that is not killed."""
+    rs = rayservice()
+    cluster = rs.create()
+    head = rs.head_pod(cluster)
+    dashboard = rs.dashboard(cluster)
+    dashboard.start()
+    # The first status write after the head Pod is Ready is the promotion, after the PUT.
+    crash = faults.crash_after_write(1, resource="rayservices", subresource="status")
+    rs.pods.set_running(head)
+    rs.wait_active(cluster)
+    eventually(lambda: rs.operator.running.restarts == 1, timeout=10)
+    assert crash.injected == 1
+    dashboard.wait_for_request("PUT", SERVE_PATH, count=2, timeout=10)
+    puts = dashboard.requests("PUT", SERVE_PATH)
+    assert len(puts) == 2 and puts[0].body == puts[1].body == serve_config(rs.manifest)
+    assert_serves(rs, cluster)
+
+
 def test_timestamp_only_serve_changes_cause_no_status_write(rayservice):
     rs = rayservice()
     active = rs.bring_up()
