@@ -70,8 +70,12 @@ def test_failed_test_report_and_artifacts_redact_secrets(tmp_path: Path) -> None
     assert result.returncode == 1
     assert "envtest: objects in namespace" in result.stdout
     assert "creds" in result.stdout and REDACTED in result.stdout
+    # The one file no human reads: the failed test's snapshot holds its Secrets in clear (a
+    # restore needs them), private (0600 in 0700).
+    snapshots = [p for p in artifacts.rglob("objects.json") if p.parent.name == "snapshot"]
+    assert len(snapshots) == 1 and snapshots[0].stat().st_mode & 0o077 == 0, snapshots
     written = "\n".join(p.read_text(errors="replace") for p in artifacts.rglob("*")
-                        if p.is_file())
+                        if p.is_file() and p not in snapshots)
     assert "creds" in written
     for encoded in (value, base64.b64encode(value.encode()).decode()):
         assert encoded not in result.stdout
