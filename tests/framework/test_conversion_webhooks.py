@@ -238,3 +238,18 @@ def test_a_service_conversion_webhook_without_a_server_is_refused_with_the_fix(e
                        r"'/convert', handler\).install\(crd\)"):
         envtest.install_crds(cluster.api_client(), [person_crd("visitors", "Visitor")])
 
+
+
+def test_at_teardown_the_conversion_goes_back_to_none_and_objects_stay_readable(webhooks, k8s,
+                                                                                 namespace):
+    webhooks.route("/convert", convert).install(person_crd("hosts", "Host"))
+    k8s.custom.create_namespaced_custom_object(GROUP, "v1alpha1", namespace, "hosts",
+                                               person("Host", "v1alpha1", "ada",
+                                                      fullName="Ada Lovelace"))
+    webhooks.close()  # what the fixture's teardown does: its server is gone after this
+    crd = k8s.apiextensions.read_custom_resource_definition(f"hosts.{GROUP}")
+    assert (crd.spec.conversion.strategy, crd.spec.conversion.webhook) == ("None", None)
+    # The namespace's cleanup reads and deletes them in any version: no server needed.
+    for version in ("v1", "v1alpha1"):
+        listed = k8s.custom.list_namespaced_custom_object(GROUP, version, namespace, "hosts")
+        assert [item["metadata"]["name"] for item in listed["items"]] == ["ada"]
