@@ -161,8 +161,7 @@ def test_a_multi_version_crd_without_a_webhook_switches_its_storage_version(inst
 
 
 def _create_fails(k8s, namespace: str) -> str:
-    """The message of a create in v1alpha1: stored in v1, it converts there and then (a read
-    may be served from the apiserver's watch cache, converted earlier)."""
+    """The message of a create in v1alpha1: stored in v1, it converts there and then."""
     with pytest.raises(ApiException) as failed:
         k8s.custom.create_namespaced_custom_object(
             GROUP, "v1alpha1", namespace, "people",
