@@ -359,6 +359,7 @@ def test_unhealthy_longer_than_the_threshold_prepares_a_new_cluster(level, rayse
     assert rs.events("Restarting"), "no Restarting event"
 
 
+@pytest.mark.envtest_explore("none")  # it sets its own crash: one is the point
 def test_killed_right_after_marking_the_restart_the_restarting_event_is_not_lost(
         rayservice, faults):
     """Found by ``--envtest-explore=crashes``: the port wrote the Restarting status, then the
@@ -381,6 +382,7 @@ def test_killed_right_after_marking_the_restart_the_restarting_event_is_not_lost
                message="the Restarting event was lost with the killed instance")
 
 
+@pytest.mark.envtest_explore("none")  # it sets its own crash: one is the point
 def test_known_a_fresh_instance_submits_the_serve_config_once_more(rayservice, faults):
     """Known, kept as KubeRay has it (found by ``--envtest-explore=crashes``): which Serve
     config was submitted to which cluster is remembered in memory (KubeRay's ServeConfigs
