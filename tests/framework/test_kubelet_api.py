@@ -172,10 +172,12 @@ def test_the_kubelet_api_wants_the_apiservers_client_certificate(envtest, k8s,
     port = _kubelet_port(k8s)
     ca = envtest.admin.credentials.ca_path
     anonymous = ssl.create_default_context(cafile=str(ca))  # trusts the server, no cert
-    with pytest.raises((ssl.SSLError, urllib.error.URLError, ConnectionError)):
+    with pytest.raises((ssl.SSLError, urllib.error.URLError, ConnectionError)) as refused:
         urllib.request.urlopen(f"https://127.0.0.1:{port}/healthz", context=anonymous,
                                timeout=10).read()
+    assert not isinstance(refused.value, urllib.error.HTTPError)  # no HTTP: no handshake
     # A certificate of the cluster's client CA, but not the apiserver's: forbidden.
+    # (The apiserver's own is the one kube-apiserver uses: every other test here.)
     someone = envtest.add_user("someone", ("system:masters",))
     with pytest.raises(urllib.error.HTTPError) as forbidden:
         urllib.request.urlopen(f"https://127.0.0.1:{port}/healthz",
