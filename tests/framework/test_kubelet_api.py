@@ -165,6 +165,11 @@ def test_kubectl_logs(apply, wait_for, kubeconfig, namespace, kubelet) -> None:
                           check=False)
     assert done.returncode != 0
     assert "exec is not supported by the simulated Nodes" in done.stderr
+    done = subprocess.run([kubectl, "--kubeconfig", str(kubeconfig), "-n", namespace,
+                           "port-forward", "pod/web", ":80"], capture_output=True, text=True,
+                          timeout=60, check=False)  # exits at once, not waiting for a client
+    assert done.returncode != 0
+    assert "portForward is not supported by the simulated Nodes" in done.stderr
 
 
 def test_the_kubelet_api_wants_the_apiservers_client_certificate(envtest, k8s,
