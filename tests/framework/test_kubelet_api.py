@@ -19,7 +19,7 @@ from kubernetes.client.rest import ApiException
 from kubernetes.stream import stream
 
 import envtest
-from envtest import PodPlan
+from envtest import PodPlan, eventually
 
 pytestmark = pytest.mark.envtest_profile("cluster")
 
@@ -95,7 +95,9 @@ def test_tail_lines_since_seconds_and_timestamps(apply, wait_for, k8s, namespace
     assert text == "line 4"
     assert stamp.endswith("Z") and len(stamp) == len("2026-01-01T00:00:00.000000000Z")
     # sinceSeconds counts whole seconds back from now: wait until the lines are older.
-    time.sleep(1.2)  # the only way to make lines older than one second
+    eventually(lambda: k8s.core.read_namespaced_pod_log("web", namespace,
+                                                        since_seconds=1) == "",
+               timeout=10, message="lines older than 1 s left out")
     kubelet.log("web", "fresh")
     assert k8s.core.read_namespaced_pod_log("web", namespace, since_seconds=1) == "fresh\n"
 
