@@ -312,6 +312,8 @@ def test_a_kept_cluster_keeps_moving_until_envtest_down(inner_pytester: Any) -> 
             pod = envtest.wait_for(api, "Pod", "after", envtest.pod_is_ready,
                                    namespace=namespace, timeout=30)
             assert pod.spec.nodeName in nodes
+            # The keeper serves the Nodes' kubelet API too: kubectl logs works on it.
+            assert core.read_namespaced_pod_log("after", namespace) == "started\nready\n"
         finally:
             api.close()
     finally:

@@ -61,7 +61,7 @@ def test_deployment_becomes_available_with_one_status_write_per_pod(
         assert pod.spec.node_name in node_names  # bound by the real kube-scheduler
         assert pod.status.phase == "Running"
         assert kubelet.states(pod.metadata.name) == ["Running", "Ready"]
-        assert pod.status.host_ip.startswith("10.240.")  # the Node's InternalIP
+        assert pod.status.host_ip == "127.0.0.1"  # the Node's InternalIP (its kubelet API)
     # Running and Ready in one write each: the engine writes from the watched object.
     writes = api_calls.count(user=ENGINE_USER, resource="pods", subresource="status",
                              namespace=namespace, succeeded=True)
