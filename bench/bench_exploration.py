@@ -34,7 +34,7 @@ _FOUND = re.compile(r"crash point found in ([\d.]+) s")
 _SUMMARY = re.compile(r"(\d+) test\(s\) explored: (\d+) point\(s\) run, (\d+) failing, "
                       r"([\d.]+) s")
 _HEADLINE = re.compile(r"^(\S+::\S+): (explored .*|nothing to explore: .*)$", re.M)
-_FAILING = re.compile(r"^FAILING (.+)$", re.M)
+_HEADER = re.compile(r"^_{3,} (\S.*?) _{3,}$")
 
 
 def pytest(*args: str) -> tuple[subprocess.CompletedProcess[str], float]:
@@ -64,11 +64,13 @@ def operator_suite(kinds: str, limit: int, seed: int, workers: str) -> dict[str,
                          f"{result.stdout[-4000:]}")
     tests = {nodeid: headline for nodeid, headline in _HEADLINE.findall(result.stdout)}
     failing: dict[str, list[str]] = {}
-    for block in result.stdout.split("\n_")[1:]:  # one failure block per test
-        name = block.split("_", 1)[0].strip(" _")
-        labels = _FAILING.findall(block)
-        if labels:
-            failing[name] = labels
+    name = ""
+    for line in result.stdout.splitlines():  # "____ test_x[p] ____" heads each failure
+        header = _HEADER.match(line)
+        if header:
+            name = header.group(1)
+        elif line.startswith("FAILING ") and name:
+            failing.setdefault(name, []).append(line[len("FAILING "):])
     return {"kinds": kinds, "limit": limit, "seed": seed, "workers": workers,
             "tests_explored": int(summary.group(1)), "points": int(summary.group(2)),
             "failing_points": int(summary.group(3)),
