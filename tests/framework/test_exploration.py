@@ -13,7 +13,9 @@ compiled from Go (tests/examples/go_operator), is explored as a process.
 
 from __future__ import annotations
 
+import base64
 import re
+import secrets
 import shlex
 import textwrap
 import time
@@ -283,6 +285,48 @@ def test_bad_exploration_input_says_what_is_valid(orders_dir: Any) -> None:
     result.assert_outcomes(passed=1, warnings=1)
     assert "fault crash-after-write=9 never injected: it matched 2 request(s) and fires at " \
            "the 9th" in output, output
+
+
+def test_no_secret_value_in_what_exploration_prints_or_writes(orders_dir: Any,
+                                                               tmp_path: Path) -> None:
+    """A failing point's summary line and its files carry the test's error: one that names a
+    Secret's value (plain, and as the client reads it, base64) shows neither."""
+    decoy = f"decoy-{secrets.token_hex(8)}"
+    orders_dir.makepyfile(test_leaky=textwrap.dedent(f'''
+        import base64
+
+        import orders
+        from envtest import eventually
+
+
+        def test_leaky(run_operator, k8s, namespace):
+            k8s.core.create_namespaced_secret(namespace, {{
+                "metadata": {{"name": "token"}}, "stringData": {{"token": "{decoy}"}}}})
+            read = k8s.core.read_namespaced_secret("token", namespace).data["token"]
+            run_operator(orders.crash_unsafe(namespace))
+            k8s.core.create_namespaced_config_map(
+                namespace, {{"metadata": {{"name": "order-1", "labels": {{"order": "open"}}}}}})
+            eventually(lambda: k8s.core.read_namespaced_config_map(
+                "order-1", namespace).metadata.labels["order"] == "done", timeout=10)
+            names = [c.metadata.name for c in k8s.core.list_namespaced_config_map(
+                namespace).items]
+            assert "order-1-receipt" in names, (
+                f"no receipt for the holder of {{base64.b64decode(read).decode()}} ({{read}})")
+    '''))
+    artifacts = tmp_path / "artifacts"
+    result, output = run(orders_dir, "--envtest-explore=crashes", "test_leaky.py",
+                         f"--envtest-artifacts={artifacts}")
+    result.assert_outcomes(failed=1)
+    assert "FAILING crash after write #1" in output and "no receipt for the holder of" in \
+        output, output
+    summary = output.split("FAILING crash after write #1", 1)[1]
+    written = {path: path.read_text(errors="replace") for path in artifacts.rglob("*")
+               if path.is_file() and path.name != "objects.json"}  # the snapshot: for restores
+    assert any(path.name == "test-failure.txt" for path in written), sorted(written)
+    for value in (decoy, base64.b64encode(decoy.encode()).decode()):
+        assert value not in summary, summary
+        for path, text in written.items():
+            assert value not in text, path
 
 
 @pytest.fixture(scope="module")
