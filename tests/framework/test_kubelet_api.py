@@ -6,7 +6,6 @@ import shutil
 import socket
 import ssl
 import subprocess
-import time
 import urllib.error
 import urllib.request
 from typing import Any
@@ -15,7 +14,6 @@ import psutil
 import pytest
 from framework_helpers import KUBECTL
 from kubernetes.client.rest import ApiException
-from kubernetes.stream import stream
 
 import envtest
 from envtest import PodPlan, eventually
@@ -161,16 +159,6 @@ def test_kubectl_logs(apply, wait_for, kubeconfig, namespace, kubelet) -> None:
                            "web", "--tail", "1"], capture_output=True, text=True, timeout=60,
                           check=False)
     assert (done.returncode, done.stdout, done.stderr) == (0, "ready\n", "")
-    done = subprocess.run([kubectl, "--kubeconfig", str(kubeconfig), "-n", namespace, "exec",
-                           "web", "--", "true"], capture_output=True, text=True, timeout=60,
-                          check=False)
-    assert done.returncode != 0
-    assert "exec is not supported by the simulated Nodes" in done.stderr
-    done = subprocess.run([kubectl, "--kubeconfig", str(kubeconfig), "-n", namespace,
-                           "port-forward", "pod/web", ":80"], capture_output=True, text=True,
-                          timeout=60, check=False)  # exits at once, not waiting for a client
-    assert done.returncode != 0
-    assert "portForward is not supported by the simulated Nodes" in done.stderr
 
 
 def test_the_kubelet_api_wants_the_apiservers_client_certificate(envtest, k8s,
@@ -203,15 +191,3 @@ def test_nothing_listens_beyond_loopback(k8s, kubelet) -> None:
         with socket.socket() as probe:
             probe.settimeout(2)
             assert probe.connect_ex((address, port)) != 0, address
-
-def test_exec_says_it_is_not_supported(apply, wait_for, k8s, namespace, kubelet) -> None:
-    apply(_pod("web"))
-    _ready(wait_for, "web")
-    started = time.monotonic()
-    session = stream(k8s.core.connect_get_namespaced_pod_exec, "web", namespace,
-                     command=["true"], stderr=True, stdout=True, _preload_content=False)
-    session.run_forever(timeout=20)
-    assert not session.is_open()  # closed by the apiserver, not by the timeout
-    error = session.read_channel(3)  # the Status kube-apiserver sends on the error channel
-    assert "unable to upgrade connection: exec is not supported by the simulated Nodes" in error
-    assert time.monotonic() - started < 15

@@ -311,6 +311,16 @@ def test_envtest_up_profile_cluster_runs_what_is_applied_by_hand(tmp_path: Path)
                                timeout=20)
         assert pod.spec.nodeName and pod.spec.serviceAccountName == "default"
         assert any(v["name"].startswith("kube-api-access-") for v in pod.spec.volumes)
+        assert any("kubectl exec fails saying no exec handler was given" in line
+                   for line in reader.lines)
+        env = {**os.environ, "KUBECONFIG": str(kubeconfig), "HOME": str(tmp_path)}
+        logs = subprocess.run([str(KUBECTL), "logs", "bare"], capture_output=True, text=True,
+                              timeout=60, check=False, env=env)
+        assert (logs.returncode, logs.stdout) == (0, "started\nready\n"), logs.stderr
+        exec_ = subprocess.run([str(KUBECTL), "exec", "bare", "--", "true"],
+                               capture_output=True, text=True, timeout=60, check=False, env=env)
+        assert exec_.returncode != 0
+        assert 'no exec handler for container "c" of Pod default/bare' in exec_.stderr
 
         core.create_namespace({"metadata": {"name": "shop"}})
         envtest.wait_for_service_account(api, "shop")

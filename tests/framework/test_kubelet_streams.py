@@ -1,0 +1,319 @@
+"""Exec, attach and port-forward through the real kube-apiserver to the simulated Nodes.
+
+kube-apiserver passes each on to the Node's kubelet API (ours) as an upgraded connection:
+SPDY/3.1 for kubectl and for the Python client's exec (the apiserver translates its
+WebSocket), a WebSocket for the Python client's port-forward.  What comes back is the test's
+exec handler's answer and the test's own listener.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from framework_helpers import KUBECTL
+from kubernetes.stream import portforward, stream
+
+import envtest
+from envtest import ExecRequest, ExecResult, eventually
+
+pytestmark = pytest.mark.envtest_profile("cluster")
+pytest_plugins = ["pytester"]
+KUBECTL_PATH = str(KUBECTL) if KUBECTL.exists() else shutil.which("kubectl")
+needs_kubectl = pytest.mark.skipif(
+    KUBECTL_PATH is None, reason="no kubectl: `envtest use 1.37 --with kubectl` gets one of the "
+    "cluster's version (into the virtualenv's bin with `-p path`)")
+
+
+def _pod(name: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {"t": name}},
+            "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
+
+
+def _running(apply: Any, wait_for: Any, name: str) -> None:
+    apply(_pod(name))
+    wait_for("Pod", name, lambda p: p.status.get("phase") == "Running", timeout=30)
+
+
+def _exec(k8s: envtest.Clients, namespace: str, pod: str, command: list[str],
+          stdin: bytes | None = None) -> tuple[str, str, int | None]:
+    session = stream(k8s.core.connect_get_namespaced_pod_exec, pod, namespace,
+                     command=command, stdin=stdin is not None, stdout=True, stderr=True,
+                     tty=False, _preload_content=False)
+    if stdin is not None:
+        session.write_stdin(stdin.decode())
+        session.close_channel(0)  # v5: the end of stdin
+    session.run_forever(timeout=20)
+    assert not session.is_open(), "the exec did not end within 20 s"
+    return session.read_stdout(), session.read_stderr(), session.returncode
+
+
+def _kubectl(kubeconfig: object, namespace: str, *args: str, stdin: str | None = None
+             ) -> subprocess.CompletedProcess[str]:
+    assert KUBECTL_PATH is not None
+    return subprocess.run([KUBECTL_PATH, "--kubeconfig", str(kubeconfig), "-n", namespace,
+                           *args], input=stdin, capture_output=True, text=True, timeout=60,
+                          check=False)
+
+
+@contextlib.contextmanager
+def _echo_server() -> Iterator[tuple[int, list[bytes]]]:
+    """A loopback TCP server that answers each connection's bytes upper-cased, then closes."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    received: list[bytes] = []
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            with conn:
+                data = b""
+                while not data.endswith(b"\n") and (chunk := conn.recv(4096)):
+                    data += chunk
+                received.append(data)
+                conn.sendall(data.upper())
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield listener.getsockname()[1], received
+    finally:
+        listener.close()
+        thread.join(timeout=5)
+
+
+# -- exec ---------------------------------------------------------------------------------
+
+def test_exec_runs_the_plans_handler_with_the_command(apply, wait_for, k8s, namespace,
+                                                      kubelet) -> None:
+    calls: list[ExecRequest] = []
+
+    def handler(request: ExecRequest) -> ExecResult:
+        calls.append(request)
+        return ExecResult(stdout=f"ran {' '.join(request.command)}\n", stderr="a warning\n")
+    kubelet.plan("t=web", exec_handler=handler)
+    _running(apply, wait_for, "web")
+    assert _exec(k8s, namespace, "web", ["ls", "-l", "/data"]) == (
+        "ran ls -l /data\n", "a warning\n", 0)
+    assert [(c.namespace, c.pod, c.container, c.command, c.stdin, c.tty) for c in calls] == [
+        (namespace, "web", "c", ("ls", "-l", "/data"), b"", False)]
+
+
+def test_exec_passes_stdin_and_returns_the_exit_code(apply, wait_for, k8s, namespace,
+                                                     kubelet) -> None:
+    kubelet.plan("t=web", exec_handler=lambda r: (r.stdin_text.upper(), "", 3))
+    _running(apply, wait_for, "web")
+    assert _exec(k8s, namespace, "web", ["tr", "a-z", "A-Z"], stdin=b"hello\n") == (
+        "HELLO\n", "", 3)
+
+
+def test_exec_without_a_handler_says_how_to_give_one(apply, wait_for, k8s, namespace,
+                                                     kubelet) -> None:
+    _running(apply, wait_for, "web")
+    started = time.monotonic()
+    session = stream(k8s.core.connect_get_namespaced_pod_exec, "web", namespace,
+                     command=["true"], stderr=True, stdout=True, _preload_content=False)
+    session.run_forever(timeout=20)
+    assert not session.is_open()  # ended by the kubelet API, not by the timeout
+    error = json.loads(session.read_channel(3))["message"]
+    assert f'no exec handler for container "c" of Pod {namespace}/web' in error
+    assert "PodPlan(exec_handler=fn)" in error
+    assert time.monotonic() - started < 15
+
+
+def test_a_handler_that_raises_fails_the_exec_with_its_error(apply, wait_for, k8s, namespace,
+                                                             kubelet) -> None:
+    def broken(request: ExecRequest) -> str:
+        raise RuntimeError("database not initialised")
+    kubelet.plan("t=web", exec_handler=broken)
+    _running(apply, wait_for, "web")
+    session = stream(k8s.core.connect_get_namespaced_pod_exec, "web", namespace,
+                     command=["psql"], stderr=True, stdout=True, _preload_content=False)
+    session.run_forever(timeout=20)
+    error = json.loads(session.read_channel(3))["message"]
+    assert "raised RuntimeError: database not initialised" in error
+    assert "broken" in error
+
+
+@needs_kubectl
+def test_kubectl_exec_with_stdin_and_an_exit_code(apply, wait_for, kubeconfig, namespace,
+                                                  kubelet) -> None:
+    kubelet.plan("t=web", exec_handler=lambda r: ExecResult(
+        stdout=r.stdin_text[::-1], stderr="to stderr\n", exit_code=0 if r.stdin else 7))
+    _running(apply, wait_for, "web")
+    done = _kubectl(kubeconfig, namespace, "exec", "-i", "web", "--", "rev", stdin="abc")
+    assert (done.returncode, done.stdout, done.stderr) == (0, "cba", "to stderr\n")
+    done = _kubectl(kubeconfig, namespace, "exec", "web", "--", "rev")
+    assert done.returncode == 7, done
+    assert "command terminated with exit code 7" in done.stderr
+
+
+@needs_kubectl
+def test_kubectl_exec_on_the_host_is_opt_in(apply, wait_for, kubeconfig, namespace,
+                                            kubelet) -> None:
+    kubelet.plan("t=web", exec_handler=envtest.run_on_host)
+    _running(apply, wait_for, "web")
+    done = _kubectl(kubeconfig, namespace, "exec", "web", "--", "sh", "-c",
+                    "echo $((6 * 7)); exit 4")
+    assert (done.returncode, done.stdout) == (4, "42\n")
+    done = _kubectl(kubeconfig, namespace, "exec", "web", "--", "no-such-command-here")
+    assert done.returncode == 127
+
+
+# -- attach -------------------------------------------------------------------------------
+
+def test_attach_streams_what_the_container_logs_from_then_on(apply, wait_for, k8s, namespace,
+                                                             kubelet) -> None:
+    _running(apply, wait_for, "web")  # its log so far: "started" (and "ready")
+    session = stream(k8s.core.connect_get_namespaced_pod_attach, "web", namespace,
+                     stdout=True, stderr=True, stdin=False, tty=False, _preload_content=False)
+    # The attach reaches the kubelet API a moment after the client's handshake: log until
+    # the lines show (only lines written after that moment can).
+    seen, written = "", 0
+    deadline = time.monotonic() + 20
+    while seen.count("\n") < 2 and time.monotonic() < deadline:
+        written += 1
+        kubelet.log("web", f"line {written}")
+        session.update(timeout=0.5)
+        seen += session.read_stdout(timeout=0) or ""
+    session.close()
+    lines = seen.splitlines()
+    assert len(lines) >= 2, seen
+    first = int(lines[0].split()[1])
+    assert lines == [f"line {n}" for n in range(first, first + len(lines))]  # in order, no gap
+    assert "started" not in seen  # nothing from before the attach
+
+
+# -- port-forward -------------------------------------------------------------------------
+
+def test_port_forward_reaches_the_plans_local_target(apply, wait_for, k8s, namespace,
+                                                     kubelet) -> None:
+    with _echo_server() as (port, received):
+        kubelet.plan("t=web", ports={5432: port})
+        _running(apply, wait_for, "web")
+        forward = portforward(k8s.core.connect_get_namespaced_pod_portforward, "web",
+                              namespace, ports="5432")
+        sock = forward.socket(5432)
+        sock.settimeout(20)
+        sock.sendall(b"select 1\n")
+        answer = b""
+        while chunk := sock.recv(4096):
+            answer += chunk
+        sock.close()
+        assert answer == b"SELECT 1\n"
+        assert received == [b"select 1\n"]
+        assert forward.error(5432) is None
+
+
+def test_port_forward_without_a_target_says_how_to_give_one(apply, wait_for, k8s, namespace,
+                                                            kubelet) -> None:
+    _running(apply, wait_for, "web")
+    forward = portforward(k8s.core.connect_get_namespaced_pod_portforward, "web", namespace,
+                          ports="80")
+    sock = forward.socket(80)
+    sock.settimeout(20)
+    assert sock.recv(4096) == b""  # closed, nothing forwarded
+    eventually(lambda: forward.error(80) is not None, timeout=10)
+    assert f"no port target for port 80 of Pod {namespace}/web" in forward.error(80)
+    assert "PodPlan(ports={80:" in forward.error(80)
+
+
+@needs_kubectl
+def test_kubectl_port_forward(apply, wait_for, kubeconfig, namespace, kubelet) -> None:
+    with _echo_server() as (port, received):
+        kubelet.plan("t=web", ports={8080: port})
+        _running(apply, wait_for, "web")
+        assert KUBECTL_PATH is not None
+        process = subprocess.Popen(
+            [KUBECTL_PATH, "--kubeconfig", str(kubeconfig), "-n", namespace, "port-forward",
+             "pod/web", ":8080"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            # kubectl must die of SIGTERM even if this test runs with it ignored
+            preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL))
+        try:
+            assert process.stdout is not None
+            line = process.stdout.readline()  # "Forwarding from 127.0.0.1:NNNNN -> 8080"
+            local = re.search(r"127\.0\.0\.1:(\d+) -> 8080", line)
+            assert local, line
+            for text in (b"first\n", b"second\n"):  # two connections over one forward
+                with socket.create_connection(("127.0.0.1", int(local.group(1))),
+                                              timeout=20) as conn:
+                    conn.sendall(text)
+                    answer = b""
+                    while chunk := conn.recv(4096):
+                        answer += chunk
+                assert answer == text.upper()
+            assert received == [b"first\n", b"second\n"]
+        finally:
+            process.terminate()
+            process.communicate(timeout=20)
+
+
+
+# -- the test is told ---------------------------------------------------------------------
+
+INNER = '''
+import pytest
+from kubernetes.stream import portforward, stream
+
+pytestmark = pytest.mark.envtest_profile("cluster")
+pytest_plugins = ["pytester"]
+
+def test_inner(apply, wait_for, k8s, namespace, kubelet):
+    apply({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "db"},
+           "spec": {"containers": [{"name": "postgres", "image": "postgres"}]}})
+    wait_for("Pod", "db", lambda p: p.status.get("phase") == "Running", timeout=30)
+    session = stream(k8s.core.connect_get_namespaced_pod_exec, "db", namespace,
+                     command=["pg_isready"], stdout=True, stderr=True, _preload_content=False)
+    session.run_forever(timeout=20)
+    forward = portforward(k8s.core.connect_get_namespaced_pod_portforward, "db", namespace,
+                          ports="5432")
+    sock = forward.socket(5432)
+    sock.settimeout(20)
+    assert sock.recv(1) == b""
+'''
+
+
+def test_an_exec_or_forward_with_nothing_to_answer_warns_the_test(inner_pytester: Any) -> None:
+    inner_pytester.makepyfile(test_inner=INNER)
+    result = inner_pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly",
+                                                 "-W", "always", timeout=240)
+    result.assert_outcomes(passed=1)
+    output = " ".join(result.stdout.str().split())  # the terminal wraps long warnings
+    assert ("EnvtestWarning: exec 'pg_isready' in container 'postgres' of Pod test-inner-"
+            in output), output[-3000:]
+    assert ("had nothing to answer it: give the Pod's plan an exec handler: kubelet.plan("
+            "selector, PodPlan(exec_handler=fn))") in output
+    assert "EnvtestWarning: port-forward to port 5432 of Pod test-inner-" in output
+    assert "PodPlan(ports={5432: <a local port the test listens on>}))" in output
+
+
+@needs_kubectl
+def test_kubectl_port_forward_to_a_port_without_a_target_says_so(apply, wait_for, kubeconfig,
+                                                                 namespace, kubelet) -> None:
+    _running(apply, wait_for, "web")
+    assert KUBECTL_PATH is not None
+    process = subprocess.Popen(
+        [KUBECTL_PATH, "--kubeconfig", str(kubeconfig), "-n", namespace, "port-forward",
+         "pod/web", ":80"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL))
+    try:
+        assert process.stdout is not None
+        local = re.search(r"127\.0\.0\.1:(\d+) -> 80", process.stdout.readline())
+        assert local
+        with socket.create_connection(("127.0.0.1", int(local.group(1))), timeout=20) as conn:
+            assert conn.recv(100) == b""  # closed: nothing to forward to
+    finally:
+        process.terminate()
+        _, stderr = process.communicate(timeout=20)
+    assert f"no port target for port 80 of Pod {namespace}/web" in stderr, stderr
