@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import websocket
 from framework_helpers import KUBECTL
 from kubernetes.stream import portforward, stream
 
@@ -118,6 +119,7 @@ def test_exec_passes_stdin_and_returns_the_exit_code(apply, wait_for, k8s, names
         "HELLO\n", "", 3)
 
 
+@pytest.mark.filterwarnings("ignore::envtest.EnvtestWarning")  # asserted below, inner
 def test_exec_without_a_handler_says_how_to_give_one(apply, wait_for, k8s, namespace,
                                                      kubelet) -> None:
     _running(apply, wait_for, "web")
@@ -144,6 +146,36 @@ def test_a_handler_that_raises_fails_the_exec_with_its_error(apply, wait_for, k8
     error = json.loads(session.read_channel(3))["message"]
     assert "raised RuntimeError: database not initialised" in error
     assert "broken" in error
+
+
+def test_a_v4_websocket_client_reaches_the_kubelet_api_over_websocket(
+        apply, wait_for, envtest, namespace, kubelet) -> None:
+    """A client offering only ``v4.channel.k8s.io`` is not translated: kube-apiserver passes
+    its WebSocket through, and the kubelet API speaks the channel protocol itself (v4 ends
+    stdin only with the connection, so such a client asks without stdin)."""
+    kubelet.plan("t=web", exec_handler=lambda r: ("out " + " ".join(r.command), "err", 5))
+    _running(apply, wait_for, "web")
+    credentials = envtest.admin.credentials
+    url = (envtest.server.replace("https://", "wss://")
+           + f"/api/v1/namespaces/{namespace}/pods/web/exec?command=status&command=now"
+           "&stdout=true&stderr=true")
+    ws = websocket.create_connection(
+        url, subprotocols=["v4.channel.k8s.io"], timeout=20,
+        sslopt={"ca_certs": str(credentials.ca_path), "certfile": str(credentials.cert_path),
+                "keyfile": str(credentials.key_path)})
+    assert ws.getsubprotocol() == "v4.channel.k8s.io"
+    channels: dict[int, bytes] = {}
+    while True:
+        opcode, data = ws.recv_data(control_frame=False)
+        if opcode == websocket.ABNF.OPCODE_CLOSE:
+            break
+        if data:
+            channels[data[0]] = channels.get(data[0], b"") + data[1:]
+    ws.close()
+    status = json.loads(channels.pop(3))
+    assert channels == {1: b"out status now", 2: b"err"}
+    assert (status["reason"], status["details"]["causes"]) == (
+        "NonZeroExitCode", [{"reason": "ExitCode", "message": "5"}])
 
 
 @needs_kubectl
@@ -216,6 +248,7 @@ def test_port_forward_reaches_the_plans_local_target(apply, wait_for, k8s, names
         assert forward.error(5432) is None
 
 
+@pytest.mark.filterwarnings("ignore::envtest.EnvtestWarning")  # asserted below, inner
 def test_port_forward_without_a_target_says_how_to_give_one(apply, wait_for, k8s, namespace,
                                                             kubelet) -> None:
     _running(apply, wait_for, "web")
@@ -298,6 +331,7 @@ def test_an_exec_or_forward_with_nothing_to_answer_warns_the_test(inner_pytester
     assert "PodPlan(ports={5432: <a local port the test listens on>}))" in output
 
 
+@pytest.mark.filterwarnings("ignore::envtest.EnvtestWarning")  # asserted below, inner
 @needs_kubectl
 def test_kubectl_port_forward_to_a_port_without_a_target_says_so(apply, wait_for, kubeconfig,
                                                                  namespace, kubelet) -> None:
