@@ -112,7 +112,7 @@ def main() -> None:
             cases: dict[str, Callable[[], None]] = {
                 "pod_get": pod_get, "logs": logs, "exec": exec_, "port_forward": forward}
             times: dict[str, list[float]] = {name: [] for name in cases}
-            for name, case in cases.items():  # warm up: connections, first discovery
+            for case in cases.values():  # warm up: connections, first discovery
                 case()
             for _ in range(args.rounds):
                 for name, case in cases.items():
