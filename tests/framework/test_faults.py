@@ -183,8 +183,10 @@ def test_a_conflict_reaches_the_operator_and_not_the_apiserver(
                 answers.append(error.status)
 
     handle = run_operator(operator, name="updater")
-    eventually(lambda: k8s.core.read_namespaced_config_map("target", namespace).data["v"] == "1")
+    # The operator records an answer after the write landed: wait for its record, not the write.
+    eventually(lambda: len(answers) >= 2)
     assert answers == [409, 200]
+    assert k8s.core.read_namespaced_config_map("target", namespace).data["v"] == "1"
     assert (conflict.matched, conflict.injected) == (2, 1)
     # Only the retry reached the apiserver; the injected 409 is counted, marked.
     assert api_calls.count(user=handle, verb="update", injected=False) == 1
