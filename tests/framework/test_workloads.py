@@ -3,6 +3,7 @@ controllers, simulated Nodes, the Pod lifecycle engine)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import signal
@@ -251,6 +252,28 @@ def test_node_heartbeats_not_ready_and_removal(k8s, nodes, wait_for) -> None:
     assert node.status.nodeInfo["kubeletVersion"]
     fleet.remove(name)
     wait_for("Node", name, envtest.deleted, namespace=None)
+
+
+def test_each_lease_keeps_its_own_period(k8s, nodes) -> None:
+    """Leases are renewed a period after their own last renewal, not in rounds over all
+    Nodes (rounds stretched the period to 16-27 s at 100 Nodes under load)."""
+    fleet = nodes(1, renew_seconds=1.0)
+    added = time.monotonic()
+    while time.monotonic() - added < 0.5:  # the second Node registers half a period later
+        time.sleep(0.05)
+    fleet.add(1)
+    first, second = fleet.names
+    lease = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{}"
+
+    def renewed(name: str) -> dt.datetime:
+        spec = envtest.request(k8s.api_client, "GET", lease.format(name))["spec"]
+        return dt.datetime.fromisoformat(spec["renewTime"].replace("Z", "+00:00"))
+    registered = renewed(second)
+    envtest.eventually(lambda: (renewed(second) - registered).total_seconds() > 1.5,
+                       timeout=10)  # each renewed a few times since
+    offset = (renewed(second) - renewed(first)).total_seconds() % 1.0
+    assert 0.25 < offset < 0.75, offset  # still half a period apart
+    assert fleet.heartbeat_lateness and max(fleet.heartbeat_lateness) < 0.5
 
 
 def test_plan_that_matches_nothing_is_reported(kubelet, k8s, namespace, wait_for) -> None:
