@@ -276,6 +276,31 @@ def test_each_lease_keeps_its_own_period(k8s, nodes) -> None:
     assert fleet.heartbeat_lateness and max(fleet.heartbeat_lateness) < 0.5
 
 
+def test_the_engines_later_writes_keep_what_its_earlier_ones_set(
+        apply, wait_for, k8s, namespace, kubelet) -> None:
+    """The engine keeps a skeleton of each Pod between steps (metadata it needs, containers'
+    names and images, the status whole), not the whole object: a later status write must
+    still carry what an earlier one set, and leave the rest of the Pod as it was."""
+    pod = _pod("full", volumes=[{"name": "data", "emptyDir": {}}])
+    pod["metadata"]["annotations"] = {"note": "x" * 10_000}
+    pod["spec"]["containers"][0].update({
+        "env": [{"name": "MODE", "value": "primary"}], "command": ["serve", "--port=80"],
+        "volumeMounts": [{"name": "data", "mountPath": "/data"}]})
+    kubelet.plan("t=full", PodPlan(ready_after=0.5))  # two writes: Running, then Ready
+    apply(pod)
+    running = wait_for("Pod", "full", lambda p: p.status.get("phase") == "Running",
+                       timeout=30).to_dict()
+    ready = wait_for("Pod", "full", envtest.pod_is_ready, timeout=30).to_dict()
+    assert kubelet.states("full") == ["Running", "Ready"]
+    for key in ("podIP", "hostIP", "startTime"):
+        assert ready["status"][key] == running["status"][key], key
+    assert (ready["status"]["containerStatuses"][0]["containerID"]
+            == running["status"]["containerStatuses"][0]["containerID"])
+    assert ready["spec"] == running["spec"]
+    for key in ("labels", "annotations", "uid"):
+        assert ready["metadata"][key] == running["metadata"][key]
+
+
 def test_plan_that_matches_nothing_is_reported(kubelet, k8s, namespace, wait_for) -> None:
     view = envtest.NamespaceKubelet(kubelet.engine, namespace)
     view.plan("app=typo", PodPlan(outcome="failed"))
