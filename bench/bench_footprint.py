@@ -3,7 +3,9 @@
 
 For each start: seconds until usable by the admin (the plugin's default readiness), then,
 once every readiness check passed and ``--settle`` seconds more went by, the RSS of etcd
-and kube-apiserver.  Medians and the lean/full ratio.  Writes
+and kube-apiserver, and their anonymous memory (RSS without the binaries' file pages, which
+every plane of the same version shares: what one more plane, an xdist worker's, costs).
+Medians and the lean/full ratio.  Writes
 ``bench/results/footprint.json``.
 
     python -m bench.bench_footprint [--runs 5] [--settle 5]
@@ -37,9 +39,21 @@ def one_start(footprint: str, settle: float) -> dict[str, float]:
         time.sleep(settle)  # a figure at a fixed age: the Go heap settles after the bootstrap
         rss = {name: psutil.Process(pid).memory_info().rss / 2**20
                for name, pid in cp.pids.items()}
+        anonymous = {name: anonymous_mib(pid) for name, pid in cp.pids.items()}
     return {"start_seconds": start, "etcd_mib": rss["etcd"],
             "apiserver_mib": rss["kube-apiserver"],
-            "total_mib": rss["etcd"] + rss["kube-apiserver"]}
+            "total_mib": rss["etcd"] + rss["kube-apiserver"],
+            "etcd_anon_mib": anonymous["etcd"], "apiserver_anon_mib": anonymous["kube-apiserver"],
+            "total_anon_mib": anonymous["etcd"] + anonymous["kube-apiserver"]}
+
+
+def anonymous_mib(pid: int) -> float:
+    """The process's anonymous resident memory (Linux): RSS without the binary's file pages,
+    which every plane of the same version shares; what one more plane costs."""
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+        if line.startswith("Anonymous:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -55,7 +69,8 @@ def main(argv: list[str] | None = None) -> int:
             runs[footprint].append(figures)
             console.print(f"[{index}] {footprint:4}: start {figures['start_seconds']:.2f} s, "
                           f"etcd {figures['etcd_mib']:.0f} MiB + apiserver "
-                          f"{figures['apiserver_mib']:.0f} MiB = {figures['total_mib']:.0f} MiB")
+                          f"{figures['apiserver_mib']:.0f} MiB = {figures['total_mib']:.0f} MiB "
+                          f"(anonymous {figures['total_anon_mib']:.0f} MiB)")
     medians: dict[str, dict[str, float]] = {
         footprint: {key: statistics.median(r[key] for r in results) for key in results[0]}
         for footprint, results in runs.items()}
