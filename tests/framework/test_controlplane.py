@@ -669,6 +669,14 @@ def test_restart_of_the_apiserver_keeps_objects_and_the_url(version: str) -> Non
 
         with pytest.raises(ValueError, match="unknown component"):
             control_plane.restart("kube-scheduler")
+
+        # The whole plane: etcd, then kube-apiserver, on the same data and URL.
+        before = dict(control_plane.pids)
+        control_plane.restart()
+        assert control_plane.server == server
+        assert all(control_plane.pids[name] != pid for name, pid in before.items())
+        core = kubernetes.client.CoreV1Api(control_plane.api_client())
+        assert core.read_namespaced_config_map("kept", namespace).data == {"a": "1"}
     finally:
         control_plane.stop()
 
