@@ -91,6 +91,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--start-runs", type=int, default=3)
     parser.add_argument("--timeout", type=float, default=900.0)
     parser.add_argument("--out", type=Path, default=RESULTS / "workloads.json")
+    parser.add_argument("--apiserver-arg", action="append", default=[], metavar="FLAG=VALUE",
+                        type=lambda text: tuple(text.split("=", 1)),
+                        help="a kube-apiserver flag for the load's plane (to compare)")
     args = parser.parse_args(argv)
     total = args.deployments * args.replicas
 
@@ -101,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
                       f"{starts['median_seconds']['minimal']:.2f} s "
                       f"({starts['ratio_cluster_to_minimal']:.2f}x)")
 
-    with cluster_profile() as cp:
+    with cluster_profile(apiserver_args=dict(args.apiserver_arg) or None) as cp:
         workloads = start_workloads(cp, args.nodes, events=False)
         engine = workloads.kubelet
         admin = cp.api_client()
@@ -162,8 +165,11 @@ def main(argv: list[str] | None = None) -> int:
             time.sleep(0.5)
         console.print(f"scaled to 0: all Pods removed after {deleted_seconds} s")
 
-        calls = [c for c in AuditLog(cp.apiserver.audit_log_path).calls()
-                 if c.user == KUBELET_USER and c.resource == "pods"]
+        every_call = AuditLog(cp.apiserver.audit_log_path).calls()
+        # Requests the apiserver's in-flight limits turned away (429), by user: a test
+        # plane should never throttle its own controllers.
+        throttled = Counter(c.user for c in every_call if c.code == 429)
+        calls = [c for c in every_call if c.user == KUBELET_USER and c.resource == "pods"]
         by_kind = Counter(f"{c.verb} {c.resource}{'/' + c.subresource if c.subresource else ''}"
                           f" {c.code}" for c in calls)
         status_writes = sum(1 for c in calls if c.subresource == "status")
@@ -185,13 +191,15 @@ def main(argv: list[str] | None = None) -> int:
         "ready_over_time": progress,
         "engine_writes_per_pod": {"status": status_writes / total, "delete": deletes / total},
         "engine_calls": dict(by_kind),
+        "throttled_429_by_user": dict(throttled),
+        "apiserver_args": dict(args.apiserver_arg),
         "rss_mib": {k: round(v, 1) for k, v in rss.items()},
         "engine_errors": errors[-10:],
     }
     save_json(args.out, report)
     console.print_json(json.dumps({k: report[k] for k in (
         "all_ready_seconds", "all_available_seconds", "scale_to_zero_seconds",
-        "engine_writes_per_pod", "rss_mib")}))
+        "engine_writes_per_pod", "rss_mib", "throttled_429_by_user")}))
     console.print(f"written to {args.out}")
     return 0
 

@@ -303,11 +303,14 @@ pytestmark = pytest.mark.envtest_profile("cluster")
 pytest_plugins = ["pytester"]
 
 def test_inner(apply, wait_for, k8s, namespace, kubelet):
+    apply({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "db"},
+           "stringData": {"password": "decoy-5f0c1e7a"}})
     apply({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "db"},
            "spec": {"containers": [{"name": "postgres", "image": "postgres"}]}})
     wait_for("Pod", "db", lambda p: p.status.get("phase") == "Running", timeout=30)
     session = stream(k8s.core.connect_get_namespaced_pod_exec, "db", namespace,
-                     command=["pg_isready"], stdout=True, stderr=True, _preload_content=False)
+                     command=["pg_isready", "--password=decoy-5f0c1e7a"], stdout=True,
+                     stderr=True, _preload_content=False)
     session.run_forever(timeout=20)
     forward = portforward(k8s.core.connect_get_namespaced_pod_portforward, "db", namespace,
                           ports="5432")
@@ -323,8 +326,9 @@ def test_an_exec_or_forward_with_nothing_to_answer_warns_the_test(inner_pytester
                                                  "-W", "always", timeout=240)
     result.assert_outcomes(passed=1)
     output = " ".join(result.stdout.str().split())  # the terminal wraps long warnings
-    assert ("EnvtestWarning: exec 'pg_isready' in container 'postgres' of Pod test-inner-"
-            in output), output[-3000:]
+    assert ("EnvtestWarning: exec 'pg_isready --password=<redacted>' in container 'postgres' "
+            "of Pod test-inner-" in output), output[-3000:]
+    assert "decoy-5f0c1e7a" not in result.stdout.str() + result.stderr.str()
     assert ("had nothing to answer it: give the Pod's plan an exec handler: kubelet.plan("
             "selector, PodPlan(exec_handler=fn))") in output
     assert "EnvtestWarning: port-forward to port 5432 of Pod test-inner-" in output
