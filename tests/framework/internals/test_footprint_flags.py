@@ -25,7 +25,8 @@ def test_1_37_also_drops_storagemigration_v1() -> None:
 
 
 def test_an_unknown_version_gets_what_every_supported_minor_registers() -> None:
-    assert _disabled(None) == _disabled(34)
+    assert _disabled(None) == _disabled(29) == {"flowcontrol.apiserver.k8s.io/v1",
+                                                "node.k8s.io/v1"}
 
 
 def test_the_scheduler_keeps_dynamic_resource_allocation() -> None:

@@ -1,0 +1,58 @@
+"""The lean footprint's table of API versions, checked against every minor installed here.
+
+``LEAN_DISABLED_GROUPS`` says from which minor kube-apiserver registers each
+group version the lean footprint turns off; naming one a binary does not
+register is a fatal start error.  Each installed minor's kube-apiserver is
+asked (discovery, with its own defaults): a version the table says it has, it
+serves; one the table says came later, it does not serve.  Then the lean
+footprint starts on it, and serves none of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from framework_helpers import REAL_DATA_HOME
+
+import envtest
+from envtest.controlplane.footprint import LEAN_DISABLED_GROUPS, binary_minor
+
+CACHE = Path(REAL_DATA_HOME) / "kubebuilder-envtest" / "k8s"
+
+
+def installed() -> dict[int, Path]:
+    """Each installed minor's newest entry with kube-apiserver and etcd."""
+    found: dict[int, Path] = {}
+    for entry in sorted(CACHE.glob("1.*-*-*"), key=lambda p: [
+            int(n) for n in p.name.split("-")[0].split(".")]):
+        if (entry / "kube-apiserver").is_file() and (entry / "etcd").is_file():
+            found[int(entry.name.split(".")[1])] = entry
+    return found
+
+
+def _group_versions(cluster: envtest.Cluster) -> set[str]:
+    listing = envtest.request(cluster.api_client(), "GET", "/apis")
+    return {version["groupVersion"] for group in listing["groups"]
+            for version in group["versions"]}
+
+
+@pytest.mark.parametrize("minor", sorted(installed()) or [None])
+def test_the_table_holds_for_the_binary(minor: int | None,
+                                        make_control_plane: Callable[..., envtest.ControlPlane],
+                                        ) -> None:
+    if minor is None:
+        pytest.skip(f"no Kubernetes installed in {CACHE}: envtest use 1.37")
+    entry = installed()[minor]
+    # The binary says which minor it is (what a plane of unknown version goes by).
+    assert binary_minor(entry / "kube-apiserver") == minor
+    full = _group_versions(make_control_plane(version=f"1.{minor}", footprint="full"))
+    for group_version, since in LEAN_DISABLED_GROUPS.items():
+        if since <= minor:
+            assert group_version in full, f"1.{minor} does not serve {group_version}"
+        else:
+            assert group_version not in full, (f"1.{minor} serves {group_version}: the "
+                                               f"table says {since}")
+    lean = _group_versions(make_control_plane(version=f"1.{minor}", footprint="lean"))
+    assert not lean & set(LEAN_DISABLED_GROUPS)
