@@ -23,11 +23,8 @@ from rich.console import Console
 from rich.table import Table
 
 from bench.common import RESULTS, save_json
-from envtest import ConsoleProgress
-from envtest.binaries import BinaryStore, Resolver
-from envtest.binaries.cache import default_store_root
-from envtest.environment import Environment
-from envtest.versions import OLDEST_BUILDABLE_MINOR
+from envtest import OLDEST_BUILDABLE_MINOR, ConsoleProgress
+from envtest.binaries import BinaryStore, Resolver, default_store_root
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_SUITE = ["tests/operator"]
@@ -35,8 +32,8 @@ DEFAULT_SUITE = ["tests/operator"]
 
 def installed_minors() -> list[str]:
     """The minors (1.29 on) with an installed entry holding kube-apiserver and etcd."""
-    settings = Environment.read()
-    store = BinaryStore(settings.bin_dir or default_store_root(settings))
+    bin_dir = os.environ.get("ENVTEST_BIN_DIR")
+    store = BinaryStore(Path(bin_dir) if bin_dir else default_store_root())
     minors = {entry.version.minor for entry in store.installed()
               if entry.version.minor >= OLDEST_BUILDABLE_MINOR
               and {"kube-apiserver", "etcd"} <= set(entry.components)}

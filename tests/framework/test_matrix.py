@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 from framework_helpers import REAL_DATA_HOME
 
-from envtest.errors import VersionError
-from envtest.versions import VersionSpec, parse_version_list
+from envtest import VersionError, VersionSpec, parse_version_list
 
 pytest_plugins = ["pytester"]
 
