@@ -66,14 +66,16 @@ import json, os, sys
 root = {root!r}
 args = sys.argv[1:]
 with open(os.path.join(root, "calls"), "a") as calls:
-    calls.write(os.environ.get("GOTOOLCHAIN", "") + " " + " ".join(args[:2]) + " "
-                + (args[-1] if args[0] == "build" else "") + "\n")
+    calls.write(os.environ.get("GOTOOLCHAIN", "") + " " + " ".join(args) + "\n")
 if args[:2] == ["env", "GOVERSION"]:
     print("go1.26.8")
 elif args[:2] == ["mod", "download"]:
     module = "etcd" if "etcd" in args[-1] else "kubernetes"
     print(json.dumps({{"Dir": os.path.join(root, module),
                       "GoMod": os.path.join(root, module, "go.mod")}}))
+elif args[:2] == ["mod", "tidy"] and {tidy_fails}:
+    print("k8s.io/legacy-cloud-providers@v0.29.6: reading .../v0.29.6.zip: 403 Forbidden")
+    sys.exit(1)
 elif args[0] == "build":
     local = os.environ.get("GOTOOLCHAIN") == "local"
     if local and {fails_locally} and "kube-apiserver" in args[-1]:
@@ -87,7 +89,8 @@ elif args[0] == "build":
 '''
 
 
-def _fake_go(tmp_path: Path, fails_locally: bool, always_fails: bool = False) -> dict[str, str]:
+def _fake_go(tmp_path: Path, fails_locally: bool, always_fails: bool = False,
+             tidy_fails: bool = False) -> dict[str, str]:
     (tmp_path / "kubernetes" / "hack" / "lib").mkdir(parents=True)
     (tmp_path / "kubernetes" / "go.mod").write_text(
         "module k8s.io/kubernetes\n\ngo 1.21\n\n"
@@ -101,7 +104,8 @@ def _fake_go(tmp_path: Path, fails_locally: bool, always_fails: bool = False) ->
     bin_dir.mkdir()
     go = bin_dir / "go"
     go.write_text(FAKE_GO.format(python=sys.executable, root=str(tmp_path),
-                                 fails_locally=fails_locally, always_fails=always_fails))
+                                 fails_locally=fails_locally, always_fails=always_fails,
+                                 tidy_fails=tidy_fails))
     go.chmod(0o755)
     return {"PATH": str(bin_dir), "HOME": str(tmp_path)}
 
@@ -122,7 +126,7 @@ def test_a_release_the_local_go_cannot_build_is_built_with_its_own_go(tmp_path: 
             "v1.29.6' failed" in text)
     assert "building again with GOTOOLCHAIN=go1.21.13, the Go that release names" in text
     builds = [line.split()[0] for line in (tmp_path / "calls").read_text().splitlines()
-              if "kube-apiserver" in line]
+              if " build " in line and "kube-apiserver" in line]
     assert builds == ["local", "go1.21.13"]
 
 
@@ -148,3 +152,19 @@ def test_when_neither_go_builds_it_the_error_names_both(tmp_path: Path) -> None:
                                          r"GOTOOLCHAIN=go1\.21\.13"):
         build_kubernetes(Version(1, 29, 6), ("kube-apiserver",), tmp_path / "dest",
                          tmp_path / "work", tmp_path / "build.log", environ=environ)
+
+
+def test_a_module_only_cloud_providers_need_missing_builds_providerless(tmp_path: Path) -> None:
+    from envtest.binaries.gobuild import build_kubernetes
+
+    environ = _fake_go(tmp_path, fails_locally=False, tidy_fails=True)
+    (tmp_path / "dest").mkdir()
+    report = build_kubernetes(Version(1, 29, 6), ("kube-apiserver",), tmp_path / "dest",
+                              tmp_path / "work", tmp_path / "build.log", environ=environ)
+    # A failed resolution is not the compiler's: no second toolchain for it.
+    assert report.toolchain == "local"
+    assert "build tag providerless" in (tmp_path / "build.log").read_text()
+    calls = (tmp_path / "calls").read_text().splitlines()
+    assert any(" list -tags selinux,notest,providerless -deps " in call for call in calls)
+    assert any(" build " in call and "-tags selinux,notest,providerless " in call
+               for call in calls)
