@@ -8,10 +8,9 @@ version its id names.  Bad lists fail at configure, naming the fix.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
-from framework_helpers import REAL_DATA_HOME
+from framework_helpers import installed_minors
 
 from envtest import VersionError, VersionSpec, parse_version_list
 
@@ -42,18 +41,9 @@ def test_without_a_cluster():
 '''
 
 
-def installed_minors() -> list[str]:
-    """The minors with kube-apiserver and etcd in this machine's cache, newest first."""
-    found = set()
-    for directory in (Path(REAL_DATA_HOME) / "kubebuilder-envtest" / "k8s").glob("1.*-*-*"):
-        if (directory / "kube-apiserver").is_file() and (directory / "etcd").is_file():
-            found.add(".".join(directory.name.split("-")[0].split(".")[:2]))
-    return sorted(found, key=lambda minor: int(minor.split(".")[1]), reverse=True)
-
-
 @pytest.fixture
 def two_minors() -> tuple[str, str]:
-    minors = installed_minors()
+    minors = [f"1.{minor}" for minor in sorted(installed_minors(), reverse=True)]
     if len(minors) < 2:
         pytest.skip(f"needs two Kubernetes minors installed, found {minors or 'none'}: "
                     "envtest use 1.36 builds a second one")

@@ -12,25 +12,12 @@ serve.  Then the lean footprint starts on it, and serves none of them.
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
-from framework_helpers import REAL_DATA_HOME
+from framework_helpers import K8S_CACHE, installed_minors
 
 import envtest
 from envtest.controlplane.footprint import LEAN_DISABLED_GROUPS, binary_minor, registers
-
-CACHE = Path(REAL_DATA_HOME) / "kubebuilder-envtest" / "k8s"
-
-
-def installed() -> dict[int, Path]:
-    """Each installed minor's newest entry with kube-apiserver and etcd."""
-    found: dict[int, Path] = {}
-    for entry in sorted(CACHE.glob("1.*-*-*"), key=lambda p: [
-            int(n) for n in p.name.split("-")[0].split(".")]):
-        if (entry / "kube-apiserver").is_file() and (entry / "etcd").is_file():
-            found[int(entry.name.split(".")[1])] = entry
-    return found
 
 
 def _group_versions(cluster: envtest.Cluster) -> set[str]:
@@ -39,13 +26,13 @@ def _group_versions(cluster: envtest.Cluster) -> set[str]:
             for version in group["versions"]}
 
 
-@pytest.mark.parametrize("minor", sorted(installed()) or [None])
+@pytest.mark.parametrize("minor", sorted(installed_minors()) or [None])
 def test_the_table_holds_for_the_binary(minor: int | None,
                                         make_control_plane: Callable[..., envtest.ControlPlane],
                                         ) -> None:
     if minor is None:
-        pytest.skip(f"no Kubernetes installed in {CACHE}: envtest use 1.37")
-    entry = installed()[minor]
+        pytest.skip(f"no Kubernetes installed in {K8S_CACHE}: envtest use 1.37")
+    entry = installed_minors()[minor]
     # The binary says which minor it is (what a plane of unknown version goes by).
     assert binary_minor(entry / "kube-apiserver") == minor
     full = _group_versions(make_control_plane(version=f"1.{minor}", footprint="full"))
