@@ -25,6 +25,18 @@ from envtest import eventually
 # binary cache, which lives under the real ${XDG_DATA_HOME:-~/.local/share}.
 REAL_DATA_HOME = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
 KUBECTL = Path(sys.executable).parent / "kubectl"
+#: The binary cache of this machine (setup-envtest's layout).
+K8S_CACHE = Path(REAL_DATA_HOME) / "kubebuilder-envtest" / "k8s"
+
+
+def installed_minors() -> dict[int, Path]:
+    """Each minor installed here (kube-apiserver and etcd) and its newest entry."""
+    found: dict[int, Path] = {}
+    for entry in sorted(K8S_CACHE.glob("1.*-*-*"), key=lambda p: [
+            int(n) for n in p.name.split("-")[0].split(".")]):
+        if (entry / "kube-apiserver").is_file() and (entry / "etcd").is_file():
+            found[int(entry.name.split(".")[1])] = entry
+    return found
 
 WIDGET_GROUP, WIDGET_VERSION, WIDGET_PLURAL = "example.com", "v1", "widgets"
 WIDGET_CRD: dict[str, Any] = {

@@ -40,7 +40,9 @@ def test_lean_serves_what_operators_use_and_not_the_rest(envtest) -> None:
 
 def test_full_is_kube_apiservers_own_defaults(make_control_plane) -> None:
     full = make_control_plane(footprint="full")
-    assert {"flowcontrol.apiserver.k8s.io", "resource.k8s.io", "node.k8s.io"} <= _groups(full)
+    # Dynamic resource allocation is served by default from 1.34 (resource.k8s.io/v1, GA).
+    dra = {"resource.k8s.io"} if int(full.version.split(".")[1]) >= 34 else set()
+    assert {"flowcontrol.apiserver.k8s.io", "node.k8s.io", *dra} <= _groups(full)
     assert "GOGC" not in _environ(full.pids["kube-apiserver"])
     command = psutil.Process(full.pids["kube-apiserver"]).cmdline()
     assert not any(arg.startswith("--enable-priority-and-fairness") for arg in command)
