@@ -34,6 +34,8 @@ def test_lean_serves_what_operators_use_and_not_the_rest(envtest) -> None:
                          "storagemigration.k8s.io", "node.k8s.io"}
     command = psutil.Process(envtest.pids["kube-apiserver"]).cmdline()
     assert "--enable-priority-and-fairness=false" in command
+    # ...and no in-flight limits in its stead: a test plane never throttles its controllers
+    assert {"--max-requests-inflight=0", "--max-mutating-requests-inflight=0"} <= set(command)
     for component in ("kube-apiserver", "etcd"):
         assert _environ(envtest.pids[component]).get("GOGC") == "50"
 
@@ -45,7 +47,8 @@ def test_full_is_kube_apiservers_own_defaults(make_control_plane) -> None:
     assert {"flowcontrol.apiserver.k8s.io", "node.k8s.io", *dra} <= _groups(full)
     assert "GOGC" not in _environ(full.pids["kube-apiserver"])
     command = psutil.Process(full.pids["kube-apiserver"]).cmdline()
-    assert not any(arg.startswith("--enable-priority-and-fairness") for arg in command)
+    assert not any(arg.startswith(("--enable-priority-and-fairness", "--max-requests-inflight",
+                                   "--max-mutating-requests-inflight")) for arg in command)
 
 
 @pytest.mark.envtest_profile("cluster")
