@@ -8,6 +8,7 @@ skips naming the missing engine), and the rest skips with that reason.  The
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -199,6 +200,25 @@ def test_a_version_marker_naming_the_default_version_shares_its_control_plane(
 
 
 # -- CI for users of the repo -------------------------------------------------------------
+
+
+def test_the_readme_and_ci_say_what_make_matrix_found() -> None:
+    """The versions the README says pass are matrix.json's, all passing; CI runs the operator
+    suite on the older minors of that file and the whole suite on the supported ones."""
+    rows = json.loads((ROOT / "bench" / "results" / "matrix.json").read_text())
+    assert rows and all(r["passed"] > 0 and r["failed"] == 0 for r in rows), rows
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    claim = re.search(r"the operator suite passes on ([\d., and]+) with the lean defaults",
+                      readme)
+    assert claim, "the README's make matrix sentence"
+    claimed = re.findall(r"1\.\d+\.\d+", claim.group(1))
+    assert claimed == [r["patch"] for r in rows]
+    workflow = yaml.safe_load((ROOT / ".github" / "workflows" / "ci.yml").read_text())
+    minors = {str(v) for job in ("test", "older-minors")
+              for v in workflow["jobs"][job]["strategy"]["matrix"]["k8s"]}
+    assert minors == {r["version"] for r in rows}
+    older = workflow["jobs"]["older-minors"]
+    assert any("make matrix" in str(step.get("run", "")) for step in older["steps"])
 
 
 def test_ci_workflow_runs_the_version_and_python_matrix() -> None:
