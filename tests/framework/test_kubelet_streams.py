@@ -262,34 +262,44 @@ def test_port_forward_without_a_target_says_how_to_give_one(apply, wait_for, k8s
     assert "PodPlan(ports={80:" in forward.error(80)
 
 
+@contextlib.contextmanager
+def _kubectl_port_forward(kubeconfig: object, namespace: str, pod_port: int
+                          ) -> Iterator[tuple[int, list[str]]]:
+    """``kubectl port-forward pod/web :<pod_port>``: yields the local port it listens on and a
+    list that holds its stderr once it has been stopped (on leaving)."""
+    assert KUBECTL_PATH is not None
+    process = subprocess.Popen(
+        [KUBECTL_PATH, "--kubeconfig", str(kubeconfig), "-n", namespace, "port-forward",
+         "pod/web", f":{pod_port}"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        # kubectl must die of SIGTERM even if this test runs with it ignored
+        preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL))
+    stderr: list[str] = []
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()  # "Forwarding from 127.0.0.1:NNNNN -> 8080"
+        local = re.search(rf"127\.0\.0\.1:(\d+) -> {pod_port}", line)
+        assert local, line
+        yield int(local.group(1)), stderr
+    finally:
+        process.terminate()
+        stderr.append(process.communicate(timeout=20)[1])
+
+
 @needs_kubectl
 def test_kubectl_port_forward(apply, wait_for, kubeconfig, namespace, kubelet) -> None:
     with _echo_server() as (port, received):
         kubelet.plan("t=web", ports={8080: port})
         _running(apply, wait_for, "web")
-        assert KUBECTL_PATH is not None
-        process = subprocess.Popen(
-            [KUBECTL_PATH, "--kubeconfig", str(kubeconfig), "-n", namespace, "port-forward",
-             "pod/web", ":8080"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            # kubectl must die of SIGTERM even if this test runs with it ignored
-            preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL))
-        try:
-            assert process.stdout is not None
-            line = process.stdout.readline()  # "Forwarding from 127.0.0.1:NNNNN -> 8080"
-            local = re.search(r"127\.0\.0\.1:(\d+) -> 8080", line)
-            assert local, line
+        with _kubectl_port_forward(kubeconfig, namespace, 8080) as (local, _):
             for text in (b"first\n", b"second\n"):  # two connections over one forward
-                with socket.create_connection(("127.0.0.1", int(local.group(1))),
-                                              timeout=20) as conn:
+                with socket.create_connection(("127.0.0.1", local), timeout=20) as conn:
                     conn.sendall(text)
                     answer = b""
                     while chunk := conn.recv(4096):
                         answer += chunk
                 assert answer == text.upper()
             assert received == [b"first\n", b"second\n"]
-        finally:
-            process.terminate()
-            process.communicate(timeout=20)
+
 
 
 
@@ -340,18 +350,7 @@ def test_an_exec_or_forward_with_nothing_to_answer_warns_the_test(inner_pytester
 def test_kubectl_port_forward_to_a_port_without_a_target_says_so(apply, wait_for, kubeconfig,
                                                                  namespace, kubelet) -> None:
     _running(apply, wait_for, "web")
-    assert KUBECTL_PATH is not None
-    process = subprocess.Popen(
-        [KUBECTL_PATH, "--kubeconfig", str(kubeconfig), "-n", namespace, "port-forward",
-         "pod/web", ":80"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL))
-    try:
-        assert process.stdout is not None
-        local = re.search(r"127\.0\.0\.1:(\d+) -> 80", process.stdout.readline())
-        assert local
-        with socket.create_connection(("127.0.0.1", int(local.group(1))), timeout=20) as conn:
-            assert conn.recv(100) == b""  # closed: nothing to forward to
-    finally:
-        process.terminate()
-        _, stderr = process.communicate(timeout=20)
-    assert f"no port target for port 80 of Pod {namespace}/web" in stderr, stderr
+    with (_kubectl_port_forward(kubeconfig, namespace, 80) as (local, stderr),
+          socket.create_connection(("127.0.0.1", local), timeout=20) as conn):
+        assert conn.recv(100) == b""  # closed: nothing to forward to
+    assert f"no port target for port 80 of Pod {namespace}/web" in stderr[0], stderr
