@@ -11,6 +11,7 @@ sleeps.
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import http.client
 import json
 import os
@@ -243,6 +244,27 @@ def test_rbac_denies_a_user_without_role_then_allows_with_a_rolebinding(
 
 
 # -- files, TLS and certificates ---------------------------------------------------------
+
+
+def test_etcd_elects_itself_within_a_fast_election_timeout(cp: ControlPlane) -> None:
+    """kube-apiserver waits for etcd's first election; with etcd's 1 s default that was a
+    third of a start.  etcd itself says which timings it runs with, and that it elected
+    itself well within the old default's timeout."""
+    settings: dict[str, object] = {}
+    starting = elected = None
+    for line in cp.log_paths["etcd"].read_text().splitlines():
+        entry = json.loads(line) if line.startswith("{") else {}
+        if "fast-forwarding election ticks" in entry.get("msg", ""):
+            settings = {k: entry.get(k) for k in ("election-timeout", "election-ticks")}
+        if entry.get("msg") == "starting local member":
+            starting = entry["ts"]
+        if "became leader" in entry.get("msg", "") and elected is None:
+            elected = entry["ts"]
+    # 100 ms in ticks of 20 ms (the heartbeat interval)
+    assert settings == {"election-timeout": "100ms", "election-ticks": 5}
+    assert starting and elected, "etcd's log names no start or no election"
+    took = (dt.datetime.fromisoformat(elected) - dt.datetime.fromisoformat(starting))
+    assert took.total_seconds() < 1.0, took
 
 
 def test_private_files_and_dirs_are_owner_only(cp: ControlPlane) -> None:
