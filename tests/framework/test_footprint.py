@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import psutil
@@ -36,8 +37,17 @@ def test_lean_serves_what_operators_use_and_not_the_rest(envtest) -> None:
     assert "--enable-priority-and-fairness=false" in command
     # ...and no in-flight limits in its stead: a test plane never throttles its controllers
     assert {"--max-requests-inflight=0", "--max-mutating-requests-inflight=0"} <= set(command)
+    expected = os.environ.get("GOGC", "50")  # the environment's own setting wins
     for component in ("kube-apiserver", "etcd"):
-        assert _environ(envtest.pids[component]).get("GOGC") == "50"
+        assert _environ(envtest.pids[component]).get("GOGC") == expected
+
+
+def test_a_gogc_in_the_environment_wins_over_lean(make_control_plane, monkeypatch) -> None:
+    """A scale test asks for less GC work than lean's GOGC=50 by setting GOGC itself."""
+    monkeypatch.setenv("GOGC", "100")
+    plane = make_control_plane(footprint="lean")  # started now, not taken from the pool
+    for component in ("kube-apiserver", "etcd"):
+        assert _environ(plane.pids[component]).get("GOGC") == "100"
 
 
 def test_full_is_kube_apiservers_own_defaults(make_control_plane) -> None:
@@ -45,7 +55,7 @@ def test_full_is_kube_apiservers_own_defaults(make_control_plane) -> None:
     # Dynamic resource allocation is served by default from 1.34 (resource.k8s.io/v1, GA).
     dra = {"resource.k8s.io"} if int(full.version.split(".")[1]) >= 34 else set()
     assert {"flowcontrol.apiserver.k8s.io", "node.k8s.io", *dra} <= _groups(full)
-    assert "GOGC" not in _environ(full.pids["kube-apiserver"])
+    assert _environ(full.pids["kube-apiserver"]).get("GOGC") == os.environ.get("GOGC")
     command = psutil.Process(full.pids["kube-apiserver"]).cmdline()
     assert not any(arg.startswith(("--enable-priority-and-fairness", "--max-requests-inflight",
                                    "--max-mutating-requests-inflight")) for arg in command)
