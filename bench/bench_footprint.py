@@ -26,25 +26,47 @@ import psutil
 from rich.console import Console
 
 from bench.common import RESULTS, save_json
-from envtest import ControlPlane
+from envtest import ControlPlane, create_namespace, request
 
 console = Console()
 
 
-def one_start(footprint: str, settle: float) -> dict[str, float]:
+def one_start(footprint: str, settle: float, objects: int) -> dict[str, float]:
     started = time.monotonic()
     with ControlPlane(footprint=footprint, readiness="admin") as cp:
         start = time.monotonic() - started
         cp.wait_fully_ready()
         time.sleep(settle)  # a figure at a fixed age: the Go heap settles after the bootstrap
-        rss = {name: psutil.Process(pid).memory_info().rss / 2**20
-               for name, pid in cp.pids.items()}
-        anonymous = {name: anonymous_mib(pid) for name, pid in cp.pids.items()}
-    return {"start_seconds": start, "etcd_mib": rss["etcd"],
-            "apiserver_mib": rss["kube-apiserver"],
+        figures = {"start_seconds": start, **memory(cp.pids)}
+        if objects:
+            load(cp, objects)
+            time.sleep(settle)
+            figures.update({f"loaded_{key}": value for key, value in memory(cp.pids).items()})
+    return figures
+
+
+def memory(pids: dict[str, int]) -> dict[str, float]:
+    rss = {name: psutil.Process(pid).memory_info().rss / 2**20 for name, pid in pids.items()}
+    anonymous = {name: anonymous_mib(pid) for name, pid in pids.items()}
+    return {"etcd_mib": rss["etcd"], "apiserver_mib": rss["kube-apiserver"],
             "total_mib": rss["etcd"] + rss["kube-apiserver"],
             "etcd_anon_mib": anonymous["etcd"], "apiserver_anon_mib": anonymous["kube-apiserver"],
             "total_anon_mib": anonymous["etcd"] + anonymous["kube-apiserver"]}
+
+
+def load(cp: ControlPlane, objects: int) -> None:
+    """``objects`` ConfigMaps of about 1 KB each in one namespace, then one list of them."""
+    client = cp.api_client()
+    try:
+        create_namespace(client, "load")
+        path = "/api/v1/namespaces/load/configmaps"
+        for index in range(objects):
+            request(client, "POST", path, body={
+                "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"cm-{index}"},
+                "data": {"value": f"{index:06d}" * 170}})
+        assert len(request(client, "GET", path, timeout=60)["items"]) == objects
+    finally:
+        client.close()
 
 
 def anonymous_mib(pid: int) -> float:
@@ -60,17 +82,22 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--settle", type=float, default=5.0)
+    parser.add_argument("--objects", type=int, default=1000,
+                        help="objects for the figure under load (0: at ready only)")
     parser.add_argument("--out", type=Path, default=RESULTS / "footprint.json")
     args = parser.parse_args(argv)
     runs: dict[str, list[dict[str, float]]] = {"full": [], "lean": []}
     for index in range(args.runs):
         for footprint in (("full", "lean") if index % 2 == 0 else ("lean", "full")):
-            figures = one_start(footprint, args.settle)
+            figures = one_start(footprint, args.settle, args.objects)
             runs[footprint].append(figures)
             console.print(f"[{index}] {footprint:4}: start {figures['start_seconds']:.2f} s, "
                           f"etcd {figures['etcd_mib']:.0f} MiB + apiserver "
                           f"{figures['apiserver_mib']:.0f} MiB = {figures['total_mib']:.0f} MiB "
-                          f"(anonymous {figures['total_anon_mib']:.0f} MiB)")
+                          f"(anonymous {figures['total_anon_mib']:.0f} MiB)"
+                          + (f"; with {args.objects} objects {figures['loaded_total_mib']:.0f}"
+                             f" MiB (anonymous {figures['loaded_total_anon_mib']:.0f} MiB)"
+                             if args.objects else ""))
     medians: dict[str, dict[str, float]] = {
         footprint: {key: statistics.median(r[key] for r in results) for key in results[0]}
         for footprint, results in runs.items()}

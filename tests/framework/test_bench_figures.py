@@ -1,0 +1,79 @@
+"""The scale figure the README gives (ours against KWOK's controller) is measured by a neutral
+observer (``bench/pod_watch.py``), and the README says what the bench wrote.
+
+The observer times both simulators, so it is checked here against a known sequence: Pods
+made Ready and deleted by the test itself, on the real control plane.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from envtest import eventually
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = ROOT / "bench" / "results"
+
+
+def _pod(name: str) -> dict[str, object]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {"containers": [{"name": "c", "image": "nginx"}]}}
+
+
+def test_the_observer_counts_each_pod_ready_once_and_each_deletion(k8s, kubeconfig, namespace,
+                                                                     pods) -> None:
+    for name in ("a", "b", "c"):
+        k8s.core.create_namespaced_pod(namespace, _pod(name))
+    observer = subprocess.Popen([sys.executable, "-m", "bench.pod_watch", str(kubeconfig),
+                                 namespace], cwd=ROOT, stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, text=True)
+    lines: list[dict[str, object]] = []
+    try:
+        assert observer.stdout is not None
+        while not json.loads(observer.stdout.readline())["listed"]:
+            pass  # it has not listed yet: a change now might come before what it lists
+        started = time.time()
+        pods.set_running("a")
+        pods.set_running("b")
+        pods.set_not_ready("b")
+        pods.set_ready("b")  # Ready twice: counted once, at its first time
+        k8s.core.delete_namespaced_pod("c", namespace, grace_period_seconds=0)
+
+        def settled() -> dict[str, object] | None:
+            lines.append(json.loads(observer.stdout.readline()))
+            return lines[-1] if lines[-1]["ready"] == 2 and lines[-1]["deleted"] == 1 else None
+
+        last = eventually(settled, timeout=30,
+                          message="the observer never saw 2 Pods Ready and 1 deleted")
+        assert isinstance(last["last_ready_at"], float)
+        assert started <= last["last_ready_at"] <= time.time()
+        # and nothing more turns up: the counts stay
+        for _ in range(2):
+            assert json.loads(observer.stdout.readline())["ready"] == 2
+    finally:
+        assert observer.stdin is not None
+        observer.stdin.close()
+        observer.wait(timeout=30)
+    assert observer.returncode == 0
+
+
+@pytest.mark.parametrize("pods_in_run", [2000, 10000])
+def test_the_readme_gives_the_kwok_ratio_the_bench_measured(pods_in_run: int) -> None:
+    name = "workloads.json" if pods_in_run == 10000 else f"workloads-{pods_in_run}.json"
+    report = json.loads((RESULTS / name).read_text())
+    assert report["pods"] == pods_in_run and report["kwok_skipped"] is None
+    runs = report["runs"]
+    assert {r["simulator"] for r in runs} == {"envtest", "kwok"}
+    assert all(r["all_ready_seconds"] is not None for r in runs), "a run never got all Ready"
+    ratio = report["compared"]["all_ready_seconds"]["ratio_envtest_to_kwok"]
+    readme = (ROOT / "README.md").read_text()
+    said = re.search(rf"{pods_in_run:,} Pods[^.]*?([0-9.]+)x KWOK", readme)
+    assert said, f"the README gives no ratio to KWOK for {pods_in_run:,} Pods"
+    assert float(said.group(1)) == ratio
