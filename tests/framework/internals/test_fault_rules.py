@@ -3,6 +3,9 @@ the text form ``--envtest-fault`` will take.  No cluster: these are the proxy's 
 
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
 
 from envtest.api.faults import Fault, FaultPlan, parse_fault, parse_request
@@ -111,6 +114,30 @@ def test_a_crash_follows_successful_writes_only() -> None:
     assert plan.crash_after(UPDATE_STATUS, "op", 200) is None
     assert plan.crash_after(UPDATE_STATUS, "op", 201) is crash
     assert plan.crash_after(UPDATE_STATUS, "op", 200) is None
+
+
+def test_a_write_answered_after_the_test_returned_still_counts_as_sent_before() -> None:
+    """The apiserver commits a write before the proxy reads its answer, so a test can see the
+    object and return first: the write is still one the test's operators sent before it
+    returned (exploration's points), and one sent after the end is not."""
+    plan = FaultPlan()
+    first = plan.sending()
+    plan.crash_after(UPDATE_STATUS, "op", 200, first)
+    late = plan.sending()  # sent, answer not read yet when the test returns
+    answered = threading.Timer(0.3, plan.crash_after, (UPDATE_STATUS, "op", 201, late))
+    answered.start()
+    started = time.monotonic()
+    end = plan.sent_until_now(timeout=5)
+    assert 0.2 < time.monotonic() - started < 4  # it waited for that answer, not the timeout
+    after = plan.sending()  # after the end: not the test's
+    plan.crash_after(UPDATE_STATUS, "op", 200, after)
+    assert [(e.seq, e.code) for e in plan.exchanges_until(end)] == [(first, 200), (late, 201)]
+    # an answer that never comes (the apiserver went away) is given up, not waited for
+    lost = plan.sending()
+    plan.abandon(lost)
+    started = time.monotonic()
+    plan.sent_until_now(timeout=5)
+    assert time.monotonic() - started < 1
 
 
 @pytest.mark.parametrize("spec", [
