@@ -53,6 +53,13 @@ NEXT_TEST = textwrap.dedent('''
 ''')
 
 
+def _sigint_by_default() -> None:
+    """In the child: SIGINT raises KeyboardInterrupt, as at a terminal, even when this run was
+    started with SIGINT ignored (a background job of a non-interactive shell, some CI
+    runners): Python then installs no handler of its own and the signal would do nothing."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def control_plane_processes_of(run_pid: int) -> list[psutil.Process]:
     """Control-plane processes whose working dir says they belong to the run ``run_pid``."""
     marker = f"{PREFIX}cp-{run_pid}-"
@@ -93,7 +100,7 @@ def test_interrupted_and_killed_runs_leave_nothing(tmp_path: Path) -> None:
     chooser.shuffle(plan)
     for round_number, sig in enumerate(plan, 1):
         inner = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.DEVNULL,
-                                 stderr=subprocess.DEVNULL)
+                                 stderr=subprocess.DEVNULL, preexec_fn=_sigint_by_default)
         run_pids.add(inner.pid)
         delay = chooser.uniform(0.3, 7.0)  # start-up, the test body, or teardown
         try:
