@@ -49,6 +49,7 @@ from envtest import (
     AuditLog,
     ControlPlane,
     create_namespace,
+    eventually,
     request,
     start_workloads,
     wait_for_service_account,
@@ -103,11 +104,13 @@ class Observer:
             cwd=Path(__file__).resolve().parent.parent)
         self.latest: dict[str, Any] = {"listed": False, "ready": 0, "deleted": 0}
         threading.Thread(target=self._read, daemon=True).start()
-        deadline = time.monotonic() + 60
-        while not self.latest["listed"]:  # what comes next is seen
-            if time.monotonic() > deadline or self.process.poll() is not None:
-                raise RuntimeError("the Pod observer did not list the Pods within 60 s")
-            time.sleep(0.1)
+        eventually(self._listed, timeout=60, interval=0.1,
+                   message="the Pod observer did not list the Pods")  # then it sees all
+
+    def _listed(self) -> bool:
+        if self.process.poll() is not None:
+            raise RuntimeError(f"the Pod observer exited with {self.process.returncode}")
+        return bool(self.latest["listed"])
 
     def _read(self) -> None:
         assert self.process.stdout is not None

@@ -16,11 +16,10 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
-from envtest import ControlPlane, User, request
+from envtest import ControlPlane, User, eventually, request
 
 KWOK_VERSION = "v0.8.0"
 KWOK_PACKAGE = "sigs.k8s.io/kwok/cmd/kwok"
@@ -124,26 +123,26 @@ class Kwok:
         return self
 
     def _wait_nodes_ready(self, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
         with self.user.api_client() as client:
-            while time.monotonic() < deadline:
+
+            def all_ready() -> list[dict[str, Any]] | None:
                 self.check_alive()
                 nodes = request(client, "GET", "/api/v1/nodes")["items"]
                 ready = sum(1 for n in nodes if any(
                     c["type"] == "Ready" and c["status"] == "True"
                     for c in (n.get("status") or {}).get("conditions") or []))
-                if ready >= self.nodes:
-                    # The apiserver tainted each new Node not-ready (TaintNodesByCondition),
-                    # and the cluster profile runs no node lifecycle controller to lift it:
-                    # done here once per Node, as our own Node fleet does.
-                    for node in nodes:
-                        request(client, "PATCH", f"/api/v1/nodes/{node['metadata']['name']}",
-                                body={"spec": {"taints": None}},
-                                content_type="application/merge-patch+json")
-                    return
-                time.sleep(0.2)
-        raise TimeoutError(f"KWOK made fewer than {self.nodes} Nodes Ready in {timeout} s; "
-                           f"see {self.log_path}")
+                return nodes if ready >= self.nodes else None
+
+            nodes = eventually(all_ready, timeout=timeout, interval=0.2,
+                               message=f"KWOK made fewer than {self.nodes} Nodes Ready; see "
+                                       f"{self.log_path}")
+            # The apiserver tainted each new Node not-ready (TaintNodesByCondition), and the
+            # cluster profile runs no node lifecycle controller to lift it: done here once
+            # per Node, as our own Node fleet does.
+            for node in nodes:
+                request(client, "PATCH", f"/api/v1/nodes/{node['metadata']['name']}",
+                        body={"spec": {"taints": None}},
+                        content_type="application/merge-patch+json")
 
     def check_alive(self) -> None:
         if self.process is not None and self.process.poll() is not None:
