@@ -302,6 +302,8 @@ def test_no_secret_value_in_what_exploration_prints_or_writes(orders_dir: Any,
         def test_leaky(run_operator, k8s, namespace):
             k8s.core.create_namespaced_secret(namespace, {{
                 "metadata": {{"name": "token"}}, "stringData": {{"token": "{decoy}"}}}})
+            k8s.core.create_namespaced_config_map(namespace, {{
+                "metadata": {{"name": "copy"}}, "data": {{"dsn": "user:{decoy}@db"}}}})
             read = k8s.core.read_namespaced_secret("token", namespace).data["token"]
             run_operator(orders.crash_unsafe(namespace))
             k8s.core.create_namespaced_config_map(
@@ -314,15 +316,16 @@ def test_no_secret_value_in_what_exploration_prints_or_writes(orders_dir: Any,
                 f"no receipt for the holder of {{base64.b64decode(read).decode()}} ({{read}})")
     '''))
     artifacts = tmp_path / "artifacts"
-    result, output = run(orders_dir, "--envtest-explore=crashes", "test_leaky.py",
-                         f"--envtest-artifacts={artifacts}")
+    result, output = run(orders_dir, "--envtest-explore=crashes", "--envtest-explore-diff",
+                         "test_leaky.py", f"--envtest-artifacts={artifacts}")
     result.assert_outcomes(failed=1)
     assert "FAILING crash after write #1" in output and "no receipt for the holder of" in \
         output, output
     summary = output.split("FAILING crash after write #1", 1)[1]
     written = {path: path.read_text(errors="replace") for path in artifacts.rglob("*")
-               if path.is_file() and path.name != "objects.json"}  # the snapshot: for restores
+               if path.is_file()}  # every file: the point's snapshot too
     assert any(path.name == "test-failure.txt" for path in written), sorted(written)
+    assert any(path.name == "objects.json" for path in written), sorted(written)
     for value in (decoy, base64.b64encode(decoy.encode()).decode()):
         assert value not in summary, summary
         for path, text in written.items():

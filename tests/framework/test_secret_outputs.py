@@ -8,8 +8,8 @@ apply`` writes it (later changed, so the recorder has a diff of it), and an
 operator's log lines (decoded and raw).  Its test fails on purpose, so every
 output is written: the failure report, the artifacts (sections, control-plane
 logs, audit log), the per-test timeline report and the failing test's timeline.
-Then every file the run wrote and everything it printed is searched for each
-decoy, plain and base64.
+Then every file the run wrote (the failed test's snapshot too) and everything
+it printed is searched for each decoy, plain and base64.
 """
 
 from __future__ import annotations
@@ -102,12 +102,10 @@ def test_no_decoy_in_any_output_and_every_file_private(
     wanted = {"timeline.html", "audit.log", "kube-apiserver.log", "operator_leaky_logs.txt"}
     assert wanted <= names, names
     assert any(p.parent == reports and p.suffix == ".html" for p in files)
-    # The one exception: the failed test's snapshot holds its Secrets in clear (a restore
-    # needs them; 0600 in 0700, checked below); no human reads it.
+    # No exception: the failed test's snapshot holds placeholders (artifacts get uploaded).
     snapshots = [p for p in files if p.name == "objects.json" and p.parent.name == "snapshot"]
     assert len(snapshots) == 1, snapshots
-    texts = {str(p.relative_to(tmp_path)): p.read_text(errors="replace") for p in files
-             if p not in snapshots}
+    texts = {str(p.relative_to(tmp_path)): p.read_text(errors="replace") for p in files}
     texts["terminal"] = printed
 
     # The routes were taken: the report shows the Secrets and the operator's log lines.

@@ -34,10 +34,28 @@ import envtest
 pytest_plugins = ["pytester"]
 ENVTEST_CLI = Path(sys.executable).parent / "envtest"
 SECRET_VALUE = f"s3cret-{secrets.token_hex(12)}"
+B64_DECOY = f"b64-{secrets.token_hex(12)}"
+LAST_DECOY = f"last-{secrets.token_hex(12)}"
+DECOYS = (SECRET_VALUE, B64_DECOY, LAST_DECOY)
+
+
+def _forms(value: str) -> list[str]:
+    """A decoy as a file may carry it: plain, base64 (as ``data`` serves it)."""
+    return [value, base64.b64encode(value.encode()).decode()]
+
+
+def _leaks(folder: Path) -> list[str]:
+    """Every file under ``folder`` that holds a decoy in any form, with the form."""
+    return [f"{path}: {form}" for path in folder.rglob("*") if path.is_file()
+            for value in DECOYS for form in _forms(value) if form.encode() in path.read_bytes()]
 
 INNER = textwrap.dedent('''
+    import json
+
     import pytest
     from envtest import PodPlan, eventually
+
+    LAST = "kubectl.kubernetes.io/last-applied-configuration"
 
     def crd(kind, scope):
         plural = kind.lower() + "s"
@@ -65,17 +83,38 @@ INNER = textwrap.dedent('''
             "name": "child", "ownerReferences": [{"apiVersion": "snap.example.com/v1",
                                                   "kind": "Gizmo", "name": "g",
                                                   "uid": gizmo.metadata.uid}]}})
+        # The decoy by every route: plain, as base64 data, in kubectl's last-applied
+        # annotation, copied into a ConfigMap and into a Pod template's env.
         apply({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "creds"},
                "stringData": {"password": "SECRET_VALUE"}})
+        apply({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "same"},
+               "stringData": {"also": "SECRET_VALUE"}})
+        k8s.core.create_namespaced_secret(namespace, {"metadata": {"name": "by-client"},
+                                          "data": {"token": "B64_VALUE"}})
+        manifest = {"apiVersion": "v1", "kind": "Secret",
+                    "metadata": {"name": "by-kubectl", "namespace": namespace},
+                    "stringData": {"key": "LAST_VALUE"}}
+        k8s.core.create_namespaced_secret(namespace, {"metadata": {
+            "name": "by-kubectl", "annotations": {LAST: json.dumps(manifest)}},
+            "stringData": {"key": "LAST_VALUE"}})
+        k8s.core.create_namespaced_secret(namespace, {"metadata": {"name": "pull"},
+            "type": "kubernetes.io/dockerconfigjson", "stringData": {".dockerconfigjson":
+                json.dumps({"auths": {"registry.example": {"auth": "LAST_VALUE"}}})}})
+        apply({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "copied"},
+               "data": {"url": "postgres://app:SECRET_VALUE@db:5432/app"}})
         apply({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
                "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}},
                         "template": {"metadata": {"labels": {"app": "web"}},
-                                     "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}})
+                                     "spec": {"containers": [{
+                                         "name": "c", "image": "nginx",
+                                         "env": [{"name": "PASSWORD",
+                                                  "value": "SECRET_VALUE"}]}]}}}})
         eventually(lambda: len([p for p in k8s.core.list_namespaced_pod(namespace).items
                                 if p.spec.node_name]) == 2, timeout=30)
         print("FAILED_NS", namespace, "GIZMO_UID", gizmo.metadata.uid)
         assert False, "the Pods never came up"
-''').replace("SECRET_VALUE", SECRET_VALUE)
+''').replace("SECRET_VALUE", SECRET_VALUE).replace(
+    "B64_VALUE", base64.b64encode(B64_DECOY.encode()).decode()).replace("LAST_VALUE", LAST_DECOY)
 
 
 def _reset_signals() -> None:
@@ -149,13 +188,30 @@ def test_a_failed_tests_snapshot_restores_on_a_new_plane_and_its_pods_move_on(
     assert {("Namespace", namespace), ("Knob", namespace), ("Gizmo", "g"),
             ("Deployment", "web"), ("Secret", "creds")} <= kinds
 
-    # The Secret's value is in the snapshot (a restore needs it), and in no other file.
-    forms = [SECRET_VALUE, base64.b64encode(SECRET_VALUE.encode()).decode()]
-    assert any(f in (folder / "objects.json").read_text() for f in forms)
-    files = [p for p in artifacts.rglob("*") if p.is_file() and p != folder / "objects.json"]
-    assert len(files) >= 5, files  # the report's sections, the timeline, the logs
-    leaked = [str(p) for p in files for f in forms if f.encode() in p.read_bytes()]
-    assert not leaked, f"a Secret value in an artifact meant for humans: {leaked}"
+    # No decoy in any form in any file, the snapshot included: artifacts get uploaded.
+    files = [p for p in artifacts.rglob("*") if p.is_file()]
+    assert len(files) >= 6, files  # the report's sections, the timeline, the logs, snapshot
+    assert not _leaks(artifacts), "a Secret value in the artifacts"
+    assert "no Secret value: " in output and "replaced by placeholders" in output, output
+    # The manifest says what holds a placeholder, field by field.
+    assert manifest["secrets"] == "placeholders"
+    replaced = manifest["replaced"]
+    assert replaced[f"Secret {namespace}/creds"] == ["data.password"]
+    assert replaced[f"Secret {namespace}/by-client"] == ["data.token"]
+    assert replaced[f"ConfigMap {namespace}/copied"] == ["data.url"]
+    assert replaced[f"Deployment {namespace}/web"] == [
+        "spec.template.spec.containers[0].env[0].value"]
+    kubectl = replaced[f"Secret {namespace}/by-kubectl"]
+    assert kubectl[0] == "data.key" and "stringData.key" in kubectl[1], kubectl
+    assert any(name.startswith(f"Pod {namespace}/web-") for name in replaced), replaced
+    by_name = {(o["kind"], o["metadata"]["name"]): o for o in items}
+    marker = base64.b64decode(by_name["Secret", "creds"]["data"]["password"]).decode()
+    assert re.fullmatch(r"<redacted [0-9a-f]{12}>", marker), marker
+    assert by_name["Secret", "same"]["data"]["also"] == \
+        by_name["Secret", "creds"]["data"]["password"], "one value, one marker"
+    applied = json.loads(by_name["Secret", "by-kubectl"]["metadata"]["annotations"][
+        "kubectl.kubernetes.io/last-applied-configuration"])  # still JSON for kubectl apply
+    assert re.fullmatch(r"<redacted [0-9a-f]{12}>", applied["stringData"]["key"]), applied
 
     # The restore: a new plane, the failed state as it was, the engine moving it on.
     kubeconfig = tmp_path / "restored.kubeconfig"
@@ -185,8 +241,14 @@ def test_a_failed_tests_snapshot_restores_on_a_new_plane_and_its_pods_move_on(
             knob = custom.get_cluster_custom_object("snap.example.com", "v1", "knobs",
                                                     namespace)
             assert knob["spec"] == {"turned": True}
-            secret = core.read_namespaced_secret("creds", namespace)
-            assert base64.b64decode(secret.data["password"]).decode() == SECRET_VALUE
+            secret = core.read_namespaced_secret("creds", namespace)  # with its placeholder
+            assert base64.b64decode(secret.data["password"]).decode() == marker
+            pull = core.read_namespaced_secret("pull", namespace)  # validated: JSON inside
+            assert "<redacted " in base64.b64decode(pull.data[".dockerconfigjson"]).decode()
+            said = next(line for line in reader.lines if line.startswith("Secret values:"))
+            count = sum(len(fields) for fields in replaced.values())
+            assert f"Secret values: {count} values were replaced by placeholders" in said, said
+            assert "an operator that reads them gets placeholders" in said, said
             [replica_set] = kubernetes.client.AppsV1Api(api).list_namespaced_replica_set(
                 namespace).items
             pods = core.list_namespaced_pod(namespace).items
@@ -325,3 +387,78 @@ def test_a_kept_cluster_keeps_moving_until_envtest_down(inner_pytester: Any) -> 
     envtest.eventually(lambda: not [p for p in pids if psutil.pid_exists(p)
                                     and psutil.Process(p).status() != psutil.STATUS_ZOMBIE],
                        timeout=15, message="processes left running after envtest down")
+
+
+KEEP = textwrap.dedent('''
+    def test_fails_with_a_secret(k8s, namespace):
+        k8s.core.create_namespaced_secret(namespace, {"metadata": {"name": "creds"},
+                                                      "stringData": {"password": "KEEP_VALUE"}})
+        print("FAILED_NS", namespace)
+        assert False, "fail on purpose"
+''')
+
+
+def test_keep_mode_round_trips_the_values_in_red_and_a_recorded_session_writes_none(
+        inner_pytester: Any, tmp_path: Path) -> None:
+    """``envtest_snapshot_secrets = keep`` (the ini option) writes the values in clear and
+    says so in red; the restore brings them back; ``envtest up --record`` of that session
+    writes no Secret value, neither the restored one nor one made by hand meanwhile."""
+    kept = f"kept-{secrets.token_hex(12)}"
+    inner_pytester.makeini("[pytest]\nenvtest_snapshot_secrets = keep\n")
+    inner_pytester.makepyfile(test_keep=KEEP.replace("KEEP_VALUE", kept))
+    artifacts = tmp_path / "artifacts"
+    result = inner_pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "-s", "--color=yes", "--envtest-artifacts", str(artifacts),
+        timeout=300)
+    result.assert_outcomes(failed=1)
+    output = result.stdout.str()
+    namespace = re.search(r"FAILED_NS (\S+)", output).group(1)  # type: ignore[union-attr]
+    red = "\x1b[31;1m"
+    assert re.search(re.escape(red) + r"\S+snapshot \(taken in [\d.]+ s; Secret values IN "
+                     r"CLEAR \(--envtest-snapshot-secrets=keep\): do not upload this folder\)",
+                     output), output[-3000:]
+    assert re.search(r"\x1b\[31m\x1b\[1menvtest: the failed tests' snapshots hold Secret "
+                     r"values IN CLEAR", output) or "\x1b[1m\x1b[31menvtest: the failed" in \
+        output, output[-2000:]
+    [folder] = [p.parent for p in artifacts.rglob("objects.json")]
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert (manifest["secrets"], manifest["replaced"]) == ("in clear", {})
+    assert _mode(folder / "objects.json") == 0o600
+    assert base64.b64encode(kept.encode()).decode() in (folder / "objects.json").read_text()
+
+    record = tmp_path / "record"
+    kubeconfig = tmp_path / "restored.kubeconfig"
+    up = _up("--restore", str(folder), "--record", str(record), "--kubeconfig-out",
+             str(kubeconfig), "--controllers", "none")
+    children: list[psutil.Process] = []
+    try:
+        reader = LineReader(up)
+        reader.wait_for("Press Ctrl-C", timeout=120)
+        children = list(psutil.Process(up.pid).children(recursive=True))
+        said = next(line for line in reader.lines if line.startswith("Secret values:"))
+        assert "restored in clear" in said, said
+        by_hand = f"byhand-{secrets.token_hex(12)}"
+        api = envtest.api_client_from_kubeconfig(kubeconfig)
+        try:
+            core = kubernetes.client.CoreV1Api(api)
+            secret = core.read_namespaced_secret("creds", namespace)
+            assert base64.b64decode(secret.data["password"]).decode() == kept, "round trip"
+            core.create_namespaced_secret("default", {"metadata": {"name": "by-hand"},
+                                                      "stringData": {"token": by_hand}})
+            core.create_namespaced_config_map("default", {"metadata": {"name": "note"},
+                                                          "data": {"copy": f"t={by_hand}"}})
+            core.patch_namespaced_secret("creds", namespace,
+                                         {"stringData": {"password": kept + "-rotated"}})
+        finally:
+            api.close()
+        _stop(up, reader, children)
+    finally:
+        if up.poll() is None:
+            up.kill()
+            up.wait()
+    [report] = record.glob("envtest-up-*.html")
+    text = report.read_text()
+    assert "by-hand" in text and "note" in text, "the session's writes are in the report"
+    for value in (kept, kept + "-rotated", by_hand):
+        for form in _forms(value):
+            assert form not in text, f"{form} in {report}"
