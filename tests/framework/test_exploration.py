@@ -156,8 +156,8 @@ def run(pytester: Any, *args: str) -> tuple[Any, str]:
 
 
 def again(output: str, label: str) -> list[str]:
-    """The arguments of the "again:" line under the failing point ``label``."""
-    block = output.split(f"FAILING {label}", 1)[1]
+    """The arguments of the "again:" line under the bug ``label``."""
+    block = output.split(f"BUG {label}", 1)[1]
     line = next(line for line in block.splitlines() if line.strip().startswith("again:"))
     command = shlex.split(line.split("again:", 1)[1])
     assert command[0] == "pytest", line
@@ -171,10 +171,10 @@ def test_exploration_names_the_crash_point_of_an_unsafe_operator_and_its_rerun_f
                          "test_orders.py::test_unsafe")
     found_in = time.monotonic() - started
     result.assert_outcomes(failed=1)
-    assert "explored crashes: 2 point(s), 2 reached, 1 failing" in output, output
+    assert "explored crashes: 2 point(s): 1 bug, 1 passed" in output, output
     label = "crash after write #1 (patch configmaps order-1)"
-    assert f"FAILING {label}" in output, output
-    assert "FAILING crash after write #2" not in output, output  # a crash after the receipt
+    assert f"BUG {label}" in output, output
+    assert "BUG crash after write #2" not in output, output  # a crash after the receipt
     assert re.search(r"injected: [\d:.]+ pytest-envtest:operator crash after patch configmaps "
                      r"test-unsafe-\w+/order-1: killed after successful write 1", output), output
     assert "the test: call: envtest.errors.WaitTimeoutError" in output, output
@@ -185,7 +185,7 @@ def test_exploration_names_the_crash_point_of_an_unsafe_operator_and_its_rerun_f
     failure = (report / "test-failure.txt").read_text()  # the test's own traceback, whole
     assert "def test_unsafe" in failure and "WaitTimeoutError" in failure, failure
     # The summary at the end of the session says what was run.
-    assert re.search(r"1 test\(s\) explored: 2 point\(s\) run, 1 failing", output), output
+    assert re.search(r"1 test\(s\) explored: 2 point\(s\) run: 1 bug, 1 passed", output), output
     print(f"the unsafe operator's crash point found in {found_in:.1f} s")  # the closing note
 
     rerun, rerun_output = run(orders_dir, *again(output, label))
@@ -200,30 +200,30 @@ def test_exploration_passes_a_crash_safe_operator_on_every_kind_under_xdist(
         orders_dir: Any) -> None:
     result, output = run(orders_dir, "--envtest-explore=all", "-n", "2", "-rA",
                          "test_orders.py::test_safe", "test_orders.py::test_no_operator")
-    result.assert_outcomes(passed=2)
+    result.assert_outcomes(passed=3)  # the two tests, and test_safe's point runner
+    assert "test_orders.py::test_safe@explore2" in output, output
     # Two writes (the create, the update) and one update: 2 crash, 1 conflict, 2 error points.
-    match = re.search(r"test_safe: explored crashes, conflicts, errors, stale: (\d+) point\(s\), "
-                      r"(\d+) reached, 0 failing", output)
+    match = re.search(r"test_safe: explored crashes, conflicts, errors, stale: (\d+) point\(s\): "
+                      r"0 bugs, (\d+) passed", output)
     assert match is not None, output
     assert int(match.group(1)) >= 5 and int(match.group(2)) >= 5, output
     assert "test_no_operator: nothing to explore: the test starts no operator" in output, output
     # The summary is the controller's, from what the workers sent back.
-    assert re.search(r"2 test\(s\) explored: \d+ point\(s\) run, 0 failing", output), output
+    assert re.search(r"2 test\(s\) explored: \d+ point\(s\) run: 0 bugs", output), output
 
 
 def test_the_differential_check_finds_what_the_assertions_do_not_look_at(
         orders_dir: Any) -> None:
     plain, plain_output = run(orders_dir, "--envtest-explore=crashes",
-                              "test_orders.py::test_forgetful")
+                              "--envtest-explore-no-diff", "test_orders.py::test_forgetful")
     plain.assert_outcomes(passed=1)  # the test sees a receipt: enough for its assertion
-    result, output = run(orders_dir, "--envtest-explore=crashes", "--envtest-explore-diff",
-                         "test_orders.py::test_forgetful")
+    result, output = run(orders_dir, "--envtest-explore=crashes",  # the check is on by default
+                         "--envtest-explore-grace=1", "test_orders.py::test_forgetful")
     result.assert_outcomes(failed=1)
-    assert "FAILING crash after write #1 (create configmaps order-1-receipt-)" in output or \
-        "FAILING crash after write #1 (create configmaps" in output, output
-    assert "end state: count: configmaps order-1-receipt-*: 1 in the clean run, 2 here" in \
-        output, output
-    assert "FAILING crash after write #2" not in output, output
+    assert "BUG crash after write #1 (create configmaps" in output, output
+    assert ("end state: never converged: count: configmaps order-1-receipt-*: 1 in the clean "
+            "run, 2 here") in output, output
+    assert "BUG crash after write #2" not in output, output
 
 
 def test_the_marker_explores_one_test_and_a_limit_samples_with_a_seed(
@@ -319,9 +319,9 @@ def test_no_secret_value_in_what_exploration_prints_or_writes(orders_dir: Any,
     result, output = run(orders_dir, "--envtest-explore=crashes", "--envtest-explore-diff",
                          "test_leaky.py", f"--envtest-artifacts={artifacts}")
     result.assert_outcomes(failed=1)
-    assert "FAILING crash after write #1" in output and "no receipt for the holder of" in \
+    assert "BUG crash after write #1" in output and "no receipt for the holder of" in \
         output, output
-    summary = output.split("FAILING crash after write #1", 1)[1]
+    summary = output.split("BUG crash after write #1", 1)[1]
     written = {path: path.read_text(errors="replace") for path in artifacts.rglob("*")
                if path.is_file()}  # every file: the point's snapshot too
     assert any(path.name == "test-failure.txt" for path in written), sorted(written)
@@ -360,11 +360,11 @@ def test_exploration_finds_the_crash_point_of_a_go_operator(inner_pytester: Any,
     '''))
     result, output = run(inner_pytester, "--envtest-explore=crashes,errors")
     result.assert_outcomes(failed=1)
-    assert "FAILING crash after write #1 (patch configmaps order-1)" in output, output
+    assert "BUG crash after write #1 (patch configmaps order-1)" in output, output
     assert "killed after successful write 1" in output, output
     # A 500 on the patch is retried on the next tick; one on the create, after the order is
     # marked done, is the same bug met another way: nothing lists a done order again.
-    assert "FAILING 500 on write #1" not in output, output
-    assert "FAILING 500 on write #2 (create configmaps order-1-receipt)" in output, output
-    assert re.search(r"explored crashes, errors: 4 point\(s\), 4 reached, 2 failing", output), \
+    assert "BUG 500 on write #1" not in output, output
+    assert "BUG 500 on write #2 (create configmaps order-1-receipt)" in output, output
+    assert re.search(r"explored crashes, errors: 4 point\(s\): 2 bugs, 2 passed", output), \
         output

@@ -1,0 +1,125 @@
+"""Exploration's oracles and bookkeeping on known states: noise learned from two clean runs,
+generated names matched across runs, the invariants, the queue workers share, shards and
+their merge (no cluster: the rules themselves)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from envtest.api.explore import (
+    EndState,
+    Exploration,
+    FaultPoint,
+    PointOutcome,
+    Reference,
+    compare_end_states,
+    invariant_findings,
+    learn_noise,
+)
+from envtest.api.explore.endstate import canonical, normalize
+from envtest.api.explore.merge import document, merge, read_documents, summary_lines
+from envtest.errors import ConfigurationError
+from envtest.pytest_plugin.explore_queue import PointQueue, parse_shard
+
+
+def state(**objects: list[dict]) -> EndState:
+    return EndState({key.replace("_", " "): found for key, found in objects.items()})
+
+
+def test_generated_suffixes_are_matched_across_runs_but_words_are_not() -> None:
+    assert canonical("sample-raycluster-wdp4k") == "sample-raycluster-*"
+    assert canonical("sample-raycluster-wdp4k-head-svc") == "sample-raycluster-*-head-svc"
+    assert canonical("web-7d9kx.17a2") == "web-*.17a2"
+    for word in ("my-redis", "api-nginx", "job-build", "a-12345", "x-abcde"):
+        assert canonical(word) == word  # a vowel, or 0, 1, 3: never a generated suffix
+    document = normalize({"metadata": {"name": "c-wdp4k", "namespace": "ns-1"},
+                          "status": {"cluster": "c-wdp4k", "at": "2026-12-03T10:00:00Z"}},
+                         ["ns-1"])
+    assert document == {"metadata": {"name": "c-*"}, "status": {"cluster": "c-*",
+                                                                "at": "<time>"}}
+
+
+def test_what_two_clean_runs_differ_in_is_noise_and_judged_no_more() -> None:
+    first = state(configmaps_r=[{"data": {"by": "a1", "size": "1"}}],
+                  configmaps_extra=[{"data": {}}])
+    second = state(configmaps_r=[{"data": {"by": "b2", "size": "1"}}])
+    noise = learn_noise(first, second)
+    assert noise == {"configmaps r": ["data.by"], "configmaps extra": ["*"]}
+    faulted = state(configmaps_r=[{"data": {"by": "c3", "size": "1"}}])
+    assert compare_end_states(first, faulted, noise) == []  # only noise differs
+    assert compare_end_states(first, faulted) == [
+        "missing: configmaps extra", "changed: configmaps r: data.by: 'a1' -> 'c3'"]
+    wrong = state(configmaps_r=[{"data": {"by": "c3", "size": "2"}}])
+    assert compare_end_states(first, wrong, noise) == [
+        "changed: configmaps r: data.size: '1' -> '2'"]
+    status = state(configmaps_r=[{"data": {"by": "a1", "size": "1"}, "status": {"ok": 1}}])
+    assert compare_end_states(first, status, noise) == [
+        "status: configmaps r: status: (absent) -> {'ok': 1}"]
+
+
+def test_the_invariants_name_what_broke_and_only_that() -> None:
+    clean = EndState({}, children={"RayCluster c-*": ["pods c-*-head-*", "services c-svc"]},
+                     orphans=[])
+    faulted = EndState({}, children={"RayCluster c-*": ["pods c-*-head-*", "pods c-*-head-*",
+                                                        "services c-svc"]},
+                       orphans=["pods c-*-worker-*", "pods c-*-worker-*"])
+    found = invariant_findings(clean, faulted, ["get pods"], ["get pods", "delete pods"])
+    assert found == [
+        "duplicate children: RayCluster c-* owns 2 pods c-*-head-*, the clean run's owned 1",
+        "orphaned: pods c-*-worker-* (x2): every owner it names is gone",
+        "forbidden: delete pods refused 403 (the clean run never sent it): the role lacks a "
+        "verb a recovery needs"]
+    assert invariant_findings(clean, clean, ["get pods"], ["get pods"]) == []
+
+
+def test_the_queue_gives_each_point_to_one_worker_and_a_shard_every_nth(tmp_path: Path) -> None:
+    points = [FaultPoint("crashes", f"crash-after-write={k}", f"crash #{k}") for k in range(1, 6)]
+    reference = Reference("t.py::t", ("crashes",), 1, 50, 5, points)
+    owner = PointQueue("t.py::t", tmp_path)
+    owner.publish(reference)
+    helper = PointQueue("t.py::t", tmp_path)  # another worker: its own view of the folder
+    assert helper.wait_reference(timeout=1).points == points
+    taken = []
+    while True:
+        claimed = owner.claim() if len(taken) % 2 == 0 else helper.claim()
+        if claimed is None and (owner.claim() or helper.claim()) is None:
+            break
+        if claimed is not None:
+            taken.append(claimed[1].spec)
+    assert sorted(taken) == sorted(p.spec for p in points), "each point taken exactly once"
+    second = PointQueue("t.py::t", None, shard=(2, 2))
+    second.publish(reference)
+    assert [n for n, _ in second.points()] == [1, 3]
+    assert parse_shard("3/4") == (3, 4)
+    for bad in ("0/2", "3/2", "x", "2"):
+        with pytest.raises(ConfigurationError, match=r"give K/N with 1 <= K <= N"):
+            parse_shard(bad)
+    assert Reference.from_json(reference.to_json()) == reference
+
+
+def _shard(specs: list[str], verdicts: list[str], shard: str) -> dict:
+    exploration = Exploration("t.py::t", ("crashes",), found=4, chosen=4, shard=shard,
+                              clean_seconds=1.0)
+    exploration.outcomes = [PointOutcome(FaultPoint("crashes", s, s), v, 1.0)
+                            for s, v in zip(specs, verdicts, strict=True)]
+    return document([exploration], shard=shard)
+
+
+def test_shards_merge_into_one_test_each_point_once(tmp_path: Path) -> None:
+    one = _shard(["a", "c"], ["passed", "bug"], "1/2")
+    two = _shard(["b", "d"], ["flaky", "passed"], "2/2")
+    (tmp_path / "one.json").write_text(json.dumps(one))
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "two.json").write_text(json.dumps(two))
+    documents = read_documents([tmp_path / "one.json", tmp_path / "sub"])
+    [merged] = merge([*documents, one])  # the first shard twice: its points count once
+    assert sorted(o.point.spec for o in merged.outcomes) == ["a", "b", "c", "d"]
+    assert merged.shard == "" and merged.clean_seconds == 3.0
+    assert summary_lines([merged])[-1].startswith(
+        "1 test(s) explored: 4 point(s) run: 1 bug, 1 flaky, 2 passed")
+    (tmp_path / "bad.json").write_text("{}")
+    with pytest.raises(ConfigurationError, match="is not an exploration summary of format 1"):
+        read_documents([tmp_path / "bad.json"])
