@@ -68,9 +68,14 @@ def dashboards(namespace: str, serve_policy: ServePolicy,
 
 
 class RayOperatorHandle:
-    """A running Ray operator and what a test asks of it."""
+    """A running Ray operator and what a test asks of it.
 
-    def __init__(self, running: OperatorHandle, holder: dict[str, Operator] | None) -> None:
+    A crash fault (``faults.crash_after_write``, exploration) replaces the running
+    instance with a fresh one, whose in-memory records start anew: the records a test
+    reads here are every instance's, and a controller is looked up on the instance
+    running now, once it runs it."""
+
+    def __init__(self, running: OperatorHandle, holder: dict[str, Any] | None) -> None:
         self.running = running
         self._holder = holder
 
@@ -78,6 +83,43 @@ class RayOperatorHandle:
     def operator(self) -> Operator | None:
         """The running instance (after a crash fault, the fresh one: its records start anew)."""
         return self._holder.get("operator") if self._holder is not None else None
+
+    @property
+    def instances(self) -> list[Operator]:
+        """Every instance started, the first first (one more after each crash fault)."""
+        return list(self._holder.get("instances", [])) if self._holder is not None else []
+
+    @property
+    def restarts(self) -> int:
+        """How many times a crash fault replaced the instance (0 in a plain run)."""
+        return int(self.running.restarts)
+
+    def reconcilers(self, name: str) -> list[Any]:
+        """The reconciler of controller ``name`` in every instance that ran it."""
+        found = []
+        for operator in self.instances:
+            try:
+                found.append(operator.controller(name).reconciler)
+            except LookupError:
+                continue
+        return found
+
+    def controller(self, name: str) -> Any:
+        """Controller ``name`` of the instance running now (waiting for a fresh one to
+        start it)."""
+        return eventually(lambda: _controller_of(self.operator, name), timeout=30,
+                          message=f"no running instance has controller {name!r}")
+
+    def retries(self, name: str, key: str | None = None) -> list[Any]:
+        """The retries controller ``name`` recorded in every instance, in order (``key``:
+        of one object only)."""
+        found = [retry for operator in self.instances
+                 for retry in _records(operator, name, "retries")]
+        return [r for r in found if (key is None or r.key == key) and not _dying(r)]
+
+    def retries_of(self, instance: Operator, name: str) -> list[Any]:
+        """The retries controller ``name`` of one instance recorded."""
+        return [r for r in _records(instance, name, "retries") if not _dying(r)]
 
     @property
     def user(self) -> str:
@@ -107,7 +149,7 @@ def ray_operator(request: pytest.FixtureRequest, run_operator: Callable[..., Ope
         config.setdefault("namespace", namespace)
         if mode == "process":
             return _start_process(run_operator, dashboards, name, cluster_roles, config)
-        operator_holder: dict[str, Operator] = {}
+        operator_holder: dict[str, Any] = {}
 
         def target(api_client: Any, stop: threading.Event) -> None:
             if api_host:
@@ -115,6 +157,7 @@ def ray_operator(request: pytest.FixtureRequest, run_operator: Callable[..., Ope
             operator = Operator(api_client, OperatorConfig(
                 dashboard_resolver=dashboards.resolver, **config))
             operator_holder["operator"] = operator
+            operator_holder.setdefault("instances", []).append(operator)
             operator.run(stop)
 
         running = run_operator(target, name=name, cluster_roles=cluster_roles,
@@ -125,6 +168,31 @@ def ray_operator(request: pytest.FixtureRequest, run_operator: Callable[..., Ope
         return RayOperatorHandle(running, operator_holder)
 
     return start
+
+
+def _controller_of(operator: Operator | None, name: str) -> Any:
+    """The instance's controller ``name``, once it runs its controllers (else None)."""
+    if operator is None or not operator.started.is_set():
+        return None
+    try:
+        return operator.controller(name)
+    except LookupError:
+        return None
+
+
+def _dying(retry: Any) -> bool:
+    """A retry an instance a crash fault stopped recorded on its way out (the proxy refuses
+    its requests; a killed process would record nothing): not the operator's behaviour."""
+    return "stopped by a crash fault" in str(getattr(retry, "message", ""))
+
+
+def _records(operator: Operator, name: str, field: str) -> list[Any]:
+    """What controller ``name`` of one instance recorded (none if it never ran it)."""
+    try:
+        controller = operator.controller(name)
+    except LookupError:
+        return []
+    return list(getattr(controller, field))
 
 
 def _start_process(run_operator: Callable[..., OperatorHandle], dashboards: FakeDashboardFleet,

@@ -262,6 +262,27 @@ def test_ci_workflow_passes_the_linters() -> None:
         pytest.skip("go is not installed: actionlint is built with it")
     actionlint = subprocess.run(  # it reads action.yml too, for the `uses: ./` steps
         ["go", "run", "github.com/rhysd/actionlint/cmd/actionlint@v1.7.12",
-         str(ROOT / ".github" / "workflows" / "ci.yml")],
+         *(str(p) for p in sorted((ROOT / ".github" / "workflows").glob("*.yml")))],
         capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert actionlint.returncode == 0, actionlint.stdout + actionlint.stderr
+
+
+def test_exploration_runs_on_a_schedule_in_shards_merged_into_one_summary() -> None:
+    workflow = yaml.safe_load((ROOT / ".github" / "workflows" / "explore.yml").read_text())
+    triggers = workflow[True] if True in workflow else workflow["on"]  # YAML's `on` is True
+    assert "schedule" in triggers and "workflow_dispatch" in triggers
+    shard = workflow["jobs"]["shard"]
+    shards = shard["strategy"]["matrix"]["shard"]
+    assert shards == list(range(1, int(workflow["env"]["SHARDS"]) + 1))
+    run = " ".join(str(step.get("run", "")) for step in shard["steps"])
+    for option in ("--envtest-explore=", "--envtest-explore-shard=", "--envtest-explore-json=",
+                   "-n 2"):
+        assert option in run, option
+    merge = workflow["jobs"]["merge"]
+    assert merge["needs"] == "shard"
+    assert "envtest explore-merge explore" in " ".join(str(step.get("run", ""))
+                                                        for step in merge["steps"])
+    for job in workflow["jobs"].values():
+        for step in job["steps"]:
+            if "uses" in step and step["uses"] != "./":
+                assert len(step["uses"].split("@", 1)[1]) == 40, step["uses"]

@@ -63,7 +63,16 @@ def test_invalid_spec_gets_failed_status_and_one_warning_without_crash_loop(
     status = wait_for("RayCluster", case,
                       lambda o: (o.get("status") or {}).get("state") == "failed")["status"]
     assert status["reason"] == f"invalid spec: {problem}"
-    (warning,) = eventually(lambda: warnings_about(k8s, namespace, case), timeout=10)
+
+    def retried() -> int:
+        """Faults injected (under --envtest-explore or --envtest-fault; 0 in a plain run):
+        each makes the operator reconcile once more, and that reconcile may warn again (a
+        retried status write, a fresh instance after a crash: events are sent at least once)."""
+        return api_calls.count(user=op.user, injected=True)
+
+    found = eventually(lambda: warnings_about(k8s, namespace, case), timeout=10)
+    assert 1 <= len(found) <= 1 + op.restarts, found
+    warning = found[0]
     assert warning.reason == "InvalidRayClusterSpec"
     assert problem in warning.message
     assert warning.involved_object.kind == "RayCluster"
@@ -80,9 +89,10 @@ def test_invalid_spec_gets_failed_status_and_one_warning_without_crash_loop(
 
     def bounded() -> bool:
         events = warnings_about(k8s, namespace, case)
-        return (writes(resource=PLURAL, subresource="status") == 1
-                and writes(resource="events") == 1
-                and len(events) == 1 and (events[0].count or 1) == 1
+        return (writes(resource=PLURAL, subresource="status", faulted=False) == 1
+                and writes(resource="events", injected=False) <= 1 + retried()
+                and len(events) <= 1 + op.restarts
+                and sum(e.count or 1 for e in events) <= 1 + retried()
                 and writes(resource="pods") == 0)
 
     consistently(bounded, duration=2.0, interval=0.25,
@@ -96,4 +106,4 @@ def test_invalid_spec_gets_failed_status_and_one_warning_without_crash_loop(
     fixed = wait_for("RayCluster", case,
                      lambda o: (o.get("status") or {}).get("state") != "failed")["status"]
     assert "reason" not in fixed
-    eventually(lambda: writes(resource="pods", verb="create") == 2, timeout=10)
+    eventually(lambda: writes(resource="pods", verb="create", faulted=False) == 2, timeout=10)

@@ -85,9 +85,18 @@ class RayServiceDriver:
         return self.k8s.core.read_namespaced_pod_status(name, self.namespace).status.phase
 
     def status_writes(self) -> int:
-        """The operator's writes to this RayService's status since the test began."""
+        """The operator's writes to this RayService's status since the test began (as without
+        faults: under exploration, an injected refusal and the repeat of a write a crash cut
+        off are left out)."""
         return self.api_calls.count(user=self.operator_user, verb=("update", "patch"),
-                                    resource="rayservices", subresource="status", name=NAME)
+                                    resource="rayservices", subresource="status", name=NAME,
+                                    faulted=False)
+
+    def submissions_allowed(self) -> int:
+        """Serve submissions to one cluster: one, and one more for each fresh instance a
+        crash fault started (KubeRay remembers what it submitted in memory:
+        test_known_a_fresh_instance_submits_the_serve_config_once_more); 1 in a plain run."""
+        return 1 + self.operator.restarts
 
     def selector(self, service: str) -> dict[str, str]:
         return self.k8s.core.read_namespaced_service(service, self.namespace).spec.selector
@@ -99,8 +108,8 @@ class RayServiceDriver:
 
     def gate_skips(self) -> int:
         """Reconciles of this RayService the operator ended at the head-Pod gate (its record)."""
-        skips = self.operator.operator.controller("rayservice").reconciler.gate_skips
-        return sum(1 for skip in skips
+        return sum(1 for reconciler in self.operator.reconcilers("rayservice")
+                   for skip in reconciler.gate_skips
                    if skip.key == f"{self.namespace}/{NAME}" and skip.reason == "not-ready")
 
     def dashboard(self, cluster: str) -> FakeRayDashboard:
@@ -231,13 +240,16 @@ def test_no_dashboard_call_until_the_head_pod_is_running_and_ready(dashboard_sta
     assert time.monotonic() - ready_at < PROMOTION_TIMEOUT
 
     puts = dashboard.requests("PUT", SERVE_PATH)
-    assert len(puts) == 1, [f"{e.method} {e.path}" for e in dashboard.journal]
-    assert puts[0].monotonic >= ready_at
+    assert 1 <= len(puts) <= rs.submissions_allowed(), [
+        f"{e.method} {e.path}" for e in dashboard.journal]
+    assert all(put.monotonic >= ready_at for put in puts)
     assert puts[0].body == serve_config(rs.manifest)
     # Submitted once: two more reconciles (each reads Serve status) send no second PUT.
+    submitted = len(puts)
     reads = len(dashboard.requests("GET", SERVE_PATH))
     dashboard.wait_for_request("GET", SERVE_PATH, count=reads + 2, timeout=10)
-    assert len(dashboard.requests("PUT", SERVE_PATH)) == 1
+    assert len(dashboard.requests("PUT", SERVE_PATH)) <= max(submitted,
+                                                              rs.submissions_allowed())
     assert_serves(rs, cluster)
 
 
@@ -279,8 +291,11 @@ def test_new_ray_version_is_promoted_only_after_its_head_pod_is_ready(rayservice
 
     rs.pods.set_running(new_head)
     rs.wait_active(new)
-    assert len(new_dashboard.requests("PUT", SERVE_PATH)) == 1
-    assert len(old_dashboard.requests("PUT", SERVE_PATH)) == submissions_to_old
+    assert 1 <= len(new_dashboard.requests("PUT", SERVE_PATH)) <= rs.submissions_allowed()
+    # A fresh instance (a crash fault) may submit to the old cluster again before it is
+    # replaced; a plain run never does.
+    assert submissions_to_old <= len(old_dashboard.requests("PUT", SERVE_PATH)) <= \
+        submissions_to_old + rs.operator.restarts
     assert_serves(rs, new)
 
 
@@ -359,7 +374,6 @@ def test_unhealthy_longer_than_the_threshold_prepares_a_new_cluster(level, rayse
     assert rs.events("Restarting"), "no Restarting event"
 
 
-@pytest.mark.envtest_explore("none")  # it sets its own crash: one is the point
 def test_killed_right_after_marking_the_restart_the_restarting_event_is_not_lost(
         rayservice, faults):
     """Found by ``--envtest-explore=crashes``: the port wrote the Restarting status, then the
@@ -375,14 +389,13 @@ def test_killed_right_after_marking_the_restart_the_restarting_event_is_not_lost
     rs.dashboard(active).set_app_status(APP, "UNHEALTHY", "app crashed")
     new = rs.wait_pending(other_than=active, timeout=threshold + 10)
     # The pending name is stored by the very write the crash follows: wait for the restart.
-    eventually(lambda: rs.operator.running.restarts == 1, timeout=10)
-    assert crash.injected == 1
+    # (Under exploration a point's own fault may restart it too: at least this one.)
+    eventually(lambda: crash.injected == 1 and rs.operator.restarts >= 1, timeout=10)
     assert rs.status()["serviceStatus"] == "Restarting" and new != active
     eventually(lambda: rs.events("Restarting"), timeout=10,
                message="the Restarting event was lost with the killed instance")
 
 
-@pytest.mark.envtest_explore("none")  # it sets its own crash: one is the point
 def test_known_a_fresh_instance_submits_the_serve_config_once_more(rayservice, faults):
     """Known, kept as KubeRay has it (found by ``--envtest-explore=crashes``): which Serve
     config was submitted to which cluster is remembered in memory (KubeRay's ServeConfigs
@@ -398,11 +411,11 @@ def test_known_a_fresh_instance_submits_the_serve_config_once_more(rayservice, f
     crash = faults.crash_after_write(1, resource="rayservices", subresource="status")
     rs.pods.set_running(head)
     rs.wait_active(cluster)
-    eventually(lambda: rs.operator.running.restarts == 1, timeout=10)
-    assert crash.injected == 1
+    eventually(lambda: crash.injected == 1 and rs.operator.restarts >= 1, timeout=10)
     dashboard.wait_for_request("PUT", SERVE_PATH, count=2, timeout=10)
     puts = dashboard.requests("PUT", SERVE_PATH)
-    assert len(puts) == 2 and puts[0].body == puts[1].body == serve_config(rs.manifest)
+    assert 2 <= len(puts) <= rs.submissions_allowed(), puts  # 2 in a plain run
+    assert all(put.body == serve_config(rs.manifest) for put in puts)
     assert_serves(rs, cluster)
 
 
@@ -460,4 +473,4 @@ def test_more_than_one_head_pod_is_reported_and_blocks_the_dashboard(rayservice)
     # Back to one head Pod: the gate opens.
     rs.k8s.core.delete_namespaced_pod(extra, rs.namespace, grace_period_seconds=0)
     rs.wait_active(cluster)
-    assert len(dashboard.requests("PUT", SERVE_PATH)) == 1
+    assert 1 <= len(dashboard.requests("PUT", SERVE_PATH)) <= rs.submissions_allowed()

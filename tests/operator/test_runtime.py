@@ -256,8 +256,9 @@ def test_status_write_conflict_is_retried_on_fresh_data(ray_operator, apply, k8s
     assert "reason" not in status, "the retry must rebuild the status from fresh data"
     assert status["availableWorkerReplicas"] == 1
 
+    # injected=False: the apiserver's answers (an explored run's injected 409s aside).
     writes = api_calls.calls(verb="update", resource="rayclusters", subresource="status",
-                             namespace=namespace)
+                             namespace=namespace, injected=False)
     mine = [c for c in writes if c.user == op.user]
     conflicts = [c for c in mine if c.code == 409]
     assert len(conflicts) == 1, api_calls.summary(namespace=namespace)
@@ -265,10 +266,11 @@ def test_status_write_conflict_is_retried_on_fresh_data(ray_operator, apply, k8s
     assert len(other) == 1 and other[0].offset < conflicts[0].offset
     assert any(c.succeeded and c.offset > conflicts[0].offset for c in mine), \
         "the conflicting write was never retried"
-    retries = [r for r in op.operator.controller("raycluster").retries
-               if r.key == f"{namespace}/contested"]
-    assert [r.reason for r in retries] == ["conflict"], retries
-    assert "the object has been modified" in retries[0].message
+    injected = api_calls.count(user=op.user, verb="update", resource="rayclusters",
+                               subresource="status", injected=True, code=409)
+    retries = op.retries("raycluster", f"{namespace}/contested")  # every instance's
+    assert [r.reason for r in retries] == ["conflict"] * (1 + injected), retries
+    assert any("the object has been modified" in r.message for r in retries), retries
 
 
 # -- exceptions and back-off -----------------------------------------------------------------
@@ -300,22 +302,33 @@ def test_reconcile_exception_is_retried_with_growing_backoff_and_logged_with_its
 
     job = wait_for("RayJob", "stuck", lambda o: "ray.io/rayjob-finalizer" in (
         o["metadata"].get("finalizers") or []), timeout=15)
-    assert len(attempts) == DENIALS + 1
+    assert len(attempts) == DENIALS + 1  # an injected 409 (exploration) never reaches it
+
+    # Every failure of the key grows its back-off, a denial or a conflict (one injected under
+    # --envtest-explore): base * 2^n for the n-th retry of an instance (a fresh instance,
+    # after a crash fault, starts again from the base).
+    retries = op.retries("rayjob", f"{namespace}/stuck")
+    errors = [r for r in retries if r.reason == "error"]
+    conflicts = api_calls.count(user=op.user, verb="update", resource="rayjobs",
+                                subresource="", injected=True, code=409)
+    # (A conflict on the finalizer's update is retried in place, as client-go's
+    # RetryOnConflict does; one elsewhere goes back to the queue.)
+    assert len(errors) == DENIALS and len(retries) <= DENIALS + conflicts, retries
+    assert {r.reason for r in retries} <= {"error", "conflict"}, retries
+    for instance in op.instances:
+        mine = [r for r in op.retries_of(instance, "rayjob") if r.key == f"{namespace}/stuck"]
+        assert [r.delay_seconds for r in mine] == pytest.approx(
+            [BACKOFF_BASE * 2 ** i for i in range(len(mine))]), mine
     gaps = [b - a for a, b in zip(attempts, attempts[1:], strict=False)]
-    expected = [BACKOFF_BASE * 2 ** i for i in range(DENIALS)]
-    for gap, delay in zip(gaps, expected, strict=True):
-        assert gap >= delay * 0.9, f"retried after {gap:.3f}s, back-off was {delay}s: {gaps}"
+    for gap, retry in zip(gaps, errors, strict=True):
+        assert gap >= retry.delay_seconds * 0.9, \
+            f"retried after {gap:.3f}s, back-off was {retry.delay_seconds}s: {gaps}"
     # (The gaps themselves are lower-bounded only: on a loaded machine a short back-off can
     # take longer than the next one, so growth is asserted on the delays the operator chose.)
-
-    retries = [r for r in op.operator.controller("rayjob").retries
-               if r.key == f"{namespace}/stuck"]
-    assert [r.reason for r in retries] == ["error"] * DENIALS, retries
-    assert [r.delay_seconds for r in retries] == pytest.approx(expected)
-    assert "policy test-freeze: RayJob updates are frozen (attempt 1)" in retries[0].message
+    assert "policy test-freeze: RayJob updates are frozen (attempt 1)" in errors[0].message
     assert "Traceback" in op.logs()  # a human reading the log gets the whole story
     denied = api_calls.calls(user=op.user, verb="update", resource="rayjobs",
-                             subresource="", namespace=namespace)
+                             subresource="", namespace=namespace, injected=False)
     assert [c.code for c in denied] == [403] * DENIALS + [200]
 
     # Then it goes on as if nothing happened.

@@ -87,7 +87,9 @@ def test_status_writes_with_and_without_the_gate(request, second_namespace, ray_
     # operator's log: a refused connection never reaches the fake Dashboard).
     assert all(t >= gated.head_ready_at for t in gated.refused_call_times), describe(gated)
     assert any(t < legacy.head_ready_at for t in legacy.refused_call_times), describe(legacy)
-    assert gated.serve_submissions == 1, describe(gated)
+    # Once (and once more per fresh instance, where exploration's crash fault started one:
+    # KubeRay remembers what it submitted in memory).
+    assert 1 <= gated.serve_submissions <= 1 + gated_operator.restarts, describe(gated)
     assert 1 <= gated.status_writes <= GATED_LIMIT, describe(gated)
     assert legacy.status_writes >= MIN_RATIO * gated.status_writes, figures
     # The seed's complaint itself: writes that said nothing new (only timestamps, or nothing
