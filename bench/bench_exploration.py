@@ -1,28 +1,40 @@
-"""What exploration costs and finds: the unsafe example's crash point, and the operator suite.
+"""What exploration costs and finds, and how often what it reports is real, on three operators.
 
 Runs, one after the other (exploration is the measurement; nothing is compared to a run
 without it):
 
-- the exploration tests of the example order keepers
-  (``tests/framework/test_exploration.py``): each prints how long the unsafe one took to
-  find its crash point, from the pytest command to the failing point in the summary;
-- ``pytest tests/operator --envtest-explore=KINDS`` (the Ray operator port, every test
-  that starts the operator): points run, failing points, the wall time, and each failing
-  point's label, grouped by test.
+- the unsafe example's exploration test (``tests/framework/test_exploration.py``): how long
+  it takes to find its crash point, from the pytest command to the bug in the summary;
+- three operators of different kinds, each explored with ``--envtest-explore=KINDS``
+  under pytest-xdist (``--workers``): this repository's Ray operator port (``tests/operator``,
+  Python, in threads and a process), the kopf example (``tests/examples/test_kopf_webapp.py``,
+  ``kopf run`` and a thread) and the Go order keeper (``tests/examples/test_go_operator.py``,
+  a compiled binary the test builds, as the Go examples do).  Each run writes its
+  ``--envtest-explore-json``: points, verdicts, seconds, and the points a minute
+  (points run / wall minutes).
+
+The false-positive rate: every finding (a point whose verdict asks a human to look: a bug, a
+slow recovery, a flaky point) is read, and the review says whether it was real (a problem
+of the operator, its tests or the framework, fixed or kept with a reason) or not (the
+report sent the reader after nothing).  The reviews are ``bench/results/
+exploration-review.json`` (written by hand after reading the reports, keyed by
+``nodeid point``); a finding with no review is counted as unreviewed, never as real.
 
 Writes ``bench/results/exploration.json``.
 
     python -m bench.bench_exploration [--kinds crashes,conflicts] [--limit 20] [--seed 1]
-                                      [--workers 2] [--skip-suite]
+                                      [--workers 2] [--only ours,kopf,go] [--skip-unsafe]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -31,10 +43,16 @@ from bench.common import RESULTS, save_json
 
 ROOT = Path(__file__).resolve().parent.parent
 _FOUND = re.compile(r"crash point found in ([\d.]+) s")
-_SUMMARY = re.compile(r"(\d+) test\(s\) explored: (\d+) point\(s\) run, (\d+) failing, "
-                      r"([\d.]+) s")
-_HEADLINE = re.compile(r"^(\S+::\S+): (explored .*|nothing to explore: .*)$", re.M)
-_HEADER = re.compile(r"^_{3,} (\S.*?) _{3,}$")
+#: The three operators: name -> (kind, the tests that explore it).
+OPERATORS = {
+    "ours": ("Python (this repository's Ray operator port: threads and a process)",
+             ["tests/operator"]),
+    "kopf": ("kopf (kopf run and a thread)", ["tests/examples/test_kopf_webapp.py"]),
+    "go": ("Go (a compiled binary, built by the test)", ["tests/examples/test_go_operator.py"]),
+}
+#: Verdicts that ask a human to read the report.
+FINDINGS = ("bug", "slow recovery", "flaky")
+REVIEW = RESULTS / "exploration-review.json"
 
 
 def pytest(*args: str) -> tuple[subprocess.CompletedProcess[str], float]:
@@ -55,27 +73,52 @@ def unsafe_example() -> dict[str, Any]:
     return {"found_in_seconds": float(found.group(1)), "test_wall": round(wall, 1)}
 
 
-def operator_suite(kinds: str, limit: int, seed: int, workers: str) -> dict[str, Any]:
-    result, wall = pytest("tests/operator", "-q", "-n", workers, f"--envtest-explore={kinds}",
-                          f"--envtest-explore-limit={limit}", f"--envtest-explore-seed={seed}")
-    summary = _SUMMARY.search(result.stdout)
-    if summary is None:
-        raise SystemExit(f"no exploration summary (exit {result.returncode}):\n"
-                         f"{result.stdout[-4000:]}")
-    tests = {nodeid: headline for nodeid, headline in _HEADLINE.findall(result.stdout)}
-    failing: dict[str, list[str]] = {}
-    name = ""
-    for line in result.stdout.splitlines():  # "____ test_x[p] ____" heads each failure
-        header = _HEADER.match(line)
-        if header:
-            name = header.group(1)
-        elif line.startswith("FAILING ") and name:
-            failing.setdefault(name, []).append(line[len("FAILING "):])
-    return {"kinds": kinds, "limit": limit, "seed": seed, "workers": workers,
-            "tests_explored": int(summary.group(1)), "points": int(summary.group(2)),
-            "failing_points": int(summary.group(3)),
-            "points_seconds": float(summary.group(4)), "wall": round(wall, 1),
-            "tests": tests, "failing": failing}
+def explore(paths: list[str], kinds: str, limit: int, seed: int,
+            workers: str) -> dict[str, Any]:
+    """One exploration run: its summary, and the wall time."""
+    with tempfile.TemporaryDirectory() as folder:
+        target = Path(folder) / "summary.json"
+        result, wall = pytest(*paths, "-q", "-n", workers, f"--envtest-explore={kinds}",
+                              f"--envtest-explore-limit={limit}",
+                              f"--envtest-explore-seed={seed}",
+                              f"--envtest-explore-json={target}")
+        if not target.exists():
+            raise SystemExit(f"no exploration summary (exit {result.returncode}):\n"
+                             f"{result.stdout[-4000:]}")
+        data = json.loads(target.read_text())
+    return {"wall": round(wall, 1), "exit": result.returncode, **data}
+
+
+def findings_of(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every point whose verdict asks for a reader, with what the report said."""
+    found = []
+    for test in data["tests"]:
+        for outcome in test["outcomes"]:
+            if outcome["verdict"] in FINDINGS:
+                found.append({"key": f"{test['nodeid']} {outcome['point']['spec']}",
+                              "verdict": outcome["verdict"],
+                              "said": (outcome["error"] or "; ".join(
+                                  outcome["differences"] + outcome["findings"])
+                                  or outcome["reason"] or "")[:300]})
+    return found
+
+
+def judged(name: str, data: dict[str, Any], reviews: dict[str, Any]) -> dict[str, Any]:
+    """Points, findings and what the reviews say of them, for one operator."""
+    findings = findings_of(data)
+    for finding in findings:
+        review = reviews.get(finding["key"])
+        finding["real"] = None if review is None else bool(review["real"])
+        finding["why"] = "" if review is None else review["why"]
+    real = sum(1 for f in findings if f["real"] is True)
+    false = sum(1 for f in findings if f["real"] is False)
+    unreviewed = sum(1 for f in findings if f["real"] is None)
+    points = data["points"]
+    return {"operator": name, "kind": OPERATORS[name][0], "tests": len(data["tests"]),
+            "points": points, "counts": data["counts"], "wall": data["wall"],
+            "points_per_minute": round(points / (data["wall"] / 60), 1) if data["wall"] else 0,
+            "findings": len(findings), "real": real, "false_positives": false,
+            "unreviewed": unreviewed, "detail": findings}
 
 
 def main() -> None:
@@ -84,18 +127,41 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=20)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--workers", default="2")
-    parser.add_argument("--skip-suite", action="store_true")
+    parser.add_argument("--only", default=",".join(OPERATORS))
+    parser.add_argument("--skip-unsafe", action="store_true")
     args = parser.parse_args()
-    results: dict[str, Any] = {"unsafe_example": unsafe_example()}
-    print(f"unsafe example: crash point found in "
-          f"{results['unsafe_example']['found_in_seconds']} s")
-    if not args.skip_suite:
-        suite = operator_suite(args.kinds, args.limit, args.seed, args.workers)
-        results["operator_suite"] = suite
-        print(f"operator suite: {suite['tests_explored']} tests, {suite['points']} points, "
-              f"{suite['failing_points']} failing, {suite['wall']} s wall")
-        for name, labels in suite["failing"].items():
-            print(f"  {name}: {'; '.join(labels)}")
+    previous = json.loads((RESULTS / "exploration.json").read_text()) \
+        if (RESULTS / "exploration.json").exists() else {}
+    results: dict[str, Any] = {"kinds": args.kinds, "limit": args.limit, "seed": args.seed,
+                               "workers": args.workers}
+    if args.skip_unsafe:
+        results["unsafe_example"] = previous.get("unsafe_example")
+    else:
+        results["unsafe_example"] = unsafe_example()
+        print(f"unsafe example: crash point found in "
+              f"{results['unsafe_example']['found_in_seconds']} s")
+    reviews = json.loads(REVIEW.read_text()) if REVIEW.exists() else {}
+    operators = dict(previous.get("operators") or {})
+    for name in [n.strip() for n in args.only.split(",") if n.strip()]:
+        data = explore(OPERATORS[name][1], args.kinds, args.limit, args.seed, args.workers)
+        operators[name] = judged(name, data, reviews)
+        row = operators[name]
+        print(f"{name}: {row['tests']} tests, {row['points']} points in {row['wall']} s "
+              f"({row['points_per_minute']} a minute): {row['counts']}; findings "
+              f"{row['findings']}, real {row['real']}, false positives "
+              f"{row['false_positives']}, unreviewed {row['unreviewed']}")
+        for finding in row["detail"]:
+            print(f"  [{finding['verdict']}] {finding['key']}: {finding['said'][:160]}")
+    results["operators"] = operators
+    findings = sum(o["findings"] for o in operators.values())
+    false = sum(o["false_positives"] for o in operators.values())
+    results["false_positive_rate"] = {
+        "findings": findings, "false_positives": false,
+        "unreviewed": sum(o["unreviewed"] for o in operators.values()),
+        "percent": round(100.0 * false / findings, 1) if findings else 0.0,
+        "sieve_percent": 3.5}
+    print(f"false positives: {false} of {findings} findings "
+          f"({results['false_positive_rate']['percent']} %; Sieve: 3.5 %)")
     save_json(RESULTS / "exploration.json", results)
 
 

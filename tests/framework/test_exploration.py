@@ -201,7 +201,7 @@ def test_exploration_passes_a_crash_safe_operator_on_every_kind_under_xdist(
     result, output = run(orders_dir, "--envtest-explore=all", "-n", "2", "-rA",
                          "test_orders.py::test_safe", "test_orders.py::test_no_operator")
     result.assert_outcomes(passed=3)  # the two tests, and test_safe's point runner
-    assert "test_orders.py::test_safe@explore2" in output, output
+    assert "test_safe@explore2" in output, output  # the point runner, an item of its own
     # Two writes (the create, the update) and one update: 2 crash, 1 conflict, 2 error points.
     match = re.search(r"test_safe: explored crashes, conflicts, errors, stale: (\d+) point\(s\): "
                       r"0 bugs, (\d+) passed", output)

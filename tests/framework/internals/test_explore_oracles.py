@@ -61,11 +61,15 @@ def test_what_two_clean_runs_differ_in_is_noise_and_judged_no_more() -> None:
 
 
 def test_the_invariants_name_what_broke_and_only_that() -> None:
-    clean = EndState({}, children={"RayCluster c-*": ["pods c-*-head-*", "services c-svc"]},
+    clean = EndState({}, children={"RayCluster c-*": [["pods c-*-head-*", "services c-svc"]]},
                      orphans=[])
-    faulted = EndState({}, children={"RayCluster c-*": ["pods c-*-head-*", "pods c-*-head-*",
-                                                        "services c-svc"]},
-                       orphans=["pods c-*-worker-*", "pods c-*-worker-*"])
+    faulted = EndState({}, children={"RayCluster c-*": [
+        ["pods c-*-head-*", "pods c-*-head-*", "services c-svc"],
+        ["pods c-*-head-*", "services c-svc"]]},  # two clusters: each counted on its own
+        orphans=["pods c-*-worker-*", "pods c-*-worker-*"])
+    two_owners = EndState({}, children={"RayCluster c-*": [
+        ["pods c-*-head-*", "services c-svc"], ["pods c-*-head-*", "services c-svc"]]})
+    assert invariant_findings(clean, two_owners) == [], "two owners of one name: no duplicate"
     found = invariant_findings(clean, faulted, ["get pods"], ["get pods", "delete pods"])
     assert found == [
         "duplicate children: RayCluster c-* owns 2 pods c-*-head-*, the clean run's owned 1",
