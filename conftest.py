@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -114,12 +115,16 @@ class RayOperatorHandle:
         """The retries controller ``name`` recorded in every instance, in order (``key``:
         of one object only)."""
         found = [retry for operator in self.instances
-                 for retry in _records(operator, name, "retries")]
-        return [r for r in found if (key is None or r.key == key) and not _dying(r)]
+                 for retry in self.retries_of(operator, name)]
+        return [r for r in found if key is None or r.key == key]
 
     def retries_of(self, instance: Operator, name: str) -> list[Any]:
-        """The retries controller ``name`` of one instance recorded."""
-        return [r for r in _records(instance, name, "retries") if not _dying(r)]
+        """The retries controller ``name`` of one instance recorded while it ran: not those
+        an instance a crash fault stopped recorded on its way out (its requests refused, its
+        connections cut: a killed process would record nothing)."""
+        stopped = (self._holder or {}).get("stopped", {}).get(id(instance))
+        return [r for r in _records(instance, name, "retries")
+                if stopped is None or r.monotonic < stopped]
 
     @property
     def user(self) -> str:
@@ -158,6 +163,13 @@ def ray_operator(request: pytest.FixtureRequest, run_operator: Callable[..., Ope
                 dashboard_resolver=dashboards.resolver, **config))
             operator_holder["operator"] = operator
             operator_holder.setdefault("instances", []).append(operator)
+            stopped = operator_holder.setdefault("stopped", {})
+
+            def note_stop() -> None:  # when a crash fault (or the test's end) stopped it
+                stop.wait()
+                stopped[id(operator)] = time.monotonic()
+
+            threading.Thread(target=note_stop, daemon=True).start()
             operator.run(stop)
 
         running = run_operator(target, name=name, cluster_roles=cluster_roles,
@@ -178,12 +190,6 @@ def _controller_of(operator: Operator | None, name: str) -> Any:
         return operator.controller(name)
     except LookupError:
         return None
-
-
-def _dying(retry: Any) -> bool:
-    """A retry an instance a crash fault stopped recorded on its way out (the proxy refuses
-    its requests; a killed process would record nothing): not the operator's behaviour."""
-    return "stopped by a crash fault" in str(getattr(retry, "message", ""))
 
 
 def _records(operator: Operator, name: str, field: str) -> list[Any]:

@@ -114,7 +114,13 @@ def judged(name: str, data: dict[str, Any], reviews: dict[str, Any]) -> dict[str
     false = sum(1 for f in findings if f["real"] is False)
     unreviewed = sum(1 for f in findings if f["real"] is None)
     points = data["points"]
+    per_test = {t["nodeid"]: {"points": len(t["outcomes"]), "counts": t["counts"],
+                              "seconds": round(t["clean_seconds"] + sum(
+                                  o["seconds"] for o in t["outcomes"]), 1),
+                              "clean_seconds": round(t["clean_seconds"], 1)}
+                for t in data["tests"]}
     return {"operator": name, "kind": OPERATORS[name][0], "tests": len(data["tests"]),
+            "per_test": per_test,
             "points": points, "counts": data["counts"], "wall": data["wall"],
             "points_per_minute": round(points / (data["wall"] / 60), 1) if data["wall"] else 0,
             "findings": len(findings), "real": real, "false_positives": false,

@@ -11,8 +11,9 @@ its process group after a write and starts it again with a kubeconfig of its own
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kubernetes.client import ApiException, V1ConfigMap, V1ObjectMeta
@@ -62,10 +63,18 @@ def order_state(k8s: Clients, namespace: str) -> tuple[str, bool]:
     return label, True
 
 
-def writes(api_calls: ApiCalls, operator: OperatorHandle) -> list[tuple[str, str, int]]:
+def writes(api_calls: ApiCalls, operator: OperatorHandle,
+           **filters: object) -> list[tuple[str, str, int]]:
     """The operator's writes (and crashes), in order: (verb, name, code)."""
     return [(c.verb, c.name, c.code) for c in api_calls.calls(
-        user=operator, verb=("create", "patch", "crash"), resource="configmaps")]
+        user=operator, verb=("create", "patch", "crash"), resource="configmaps", **filters)]
+
+
+def in_order(expected: Sequence[Any], found: Sequence[Any]) -> bool:
+    """Whether ``expected`` happened in that order among ``found`` (under exploration a
+    point's own fault adds writes around a test's: a crash, a fresh instance's)."""
+    rest = iter(found)
+    return all(any(write == wanted for write in rest) for wanted in expected)
 
 
 def started(operator: OperatorHandle) -> int:
@@ -79,13 +88,18 @@ def test_safe_mode_creates_the_receipt_then_marks_the_order_done(
     operator = start(run_operator, order_keeper, namespace)
     place_order(k8s, namespace)
     eventually(lambda: order_state(k8s, namespace) == ("done", True), timeout=CONVERGES_WITHIN)
+    # faulted=False: as without faults (under exploration: a crash's record, and the
+    # AlreadyExists a fresh instance meets repeating the receipt, left out).
     assert api_calls.count(user=operator, verb="create", resource="configmaps", code=201) == 1
-    assert api_calls.count(user=operator, verb="create") == 1  # nothing else, nothing twice
+    assert api_calls.count(user=operator, verb="create", faulted=False) == 1  # nothing twice
     assert api_calls.count(user=operator, verb="patch", resource="configmaps",
                            succeeded=True) >= 1
     # Receipt first: a crash between the two leaves an open order, listed again.
-    assert writes(api_calls, operator) == [("create", RECEIPT, 201), ("patch", ORDER, 200)]
-    assert "created receipt order-1-receipt for order order-1" in operator.logs()
+    assert writes(api_calls, operator, faulted=False) == [
+        ("create", RECEIPT, 201), ("patch", ORDER, 200)]
+    logs = operator.logs()  # (killed before it heard, a fresh instance finds it made)
+    assert "created receipt order-1-receipt for order order-1" in logs or (
+        operator.restarts and "receipt order-1-receipt exists already" in logs), logs
     operator.stop()  # SIGTERM: a clean exit
     assert operator.process.poll() == 0 and "stopping: " in operator.logs()
 
@@ -97,12 +111,13 @@ def test_safe_mode_killed_after_the_receipt_finds_it_made_and_marks_the_order_do
     operator = start(run_operator, order_keeper, namespace)
     place_order(k8s, namespace)
     eventually(lambda: order_state(k8s, namespace) == ("done", True), timeout=CONVERGES_WITHIN)
-    assert (crash.injected, operator.restarts, started(operator)) == (1, 1, 2)
+    # (Under exploration a point's own crash restarts it once more.)
+    assert crash.injected == 1 and operator.restarts >= 1
+    assert started(operator) == operator.restarts + 1
     # The first instance made the receipt and was killed before it heard so; the second found
     # the order still open, got AlreadyExists for the receipt and marked the order done.
-    assert writes(api_calls, operator) == [
-        ("create", RECEIPT, 201), ("crash", RECEIPT, 0), ("create", RECEIPT, 409),
-        ("patch", ORDER, 200)]
+    assert in_order([("create", RECEIPT, 201), ("crash", RECEIPT, 0), ("create", RECEIPT, 409),
+                     ("patch", ORDER, 200)], writes(api_calls, operator))
     assert "receipt order-1-receipt exists already" in operator.logs()
     operator.check()  # the kill was the fault's: no crash to report
 
@@ -138,13 +153,15 @@ def test_safe_mode_retries_a_failed_create_and_a_conflicting_patch(
     operator = start(run_operator, order_keeper, namespace)
     place_order(k8s, namespace)
     eventually(lambda: order_state(k8s, namespace) == ("done", True), timeout=CONVERGES_WITHIN)
-    assert (error.injected, conflict.injected, operator.restarts) == (1, 1, 0)
+    assert (error.injected, conflict.injected) == (1, 1)
+    # Restarted only by a crash (exploration's point, if any): never by a failure it retries.
+    assert operator.restarts == api_calls.count(user=operator, verb="crash", injected=True)
     # Each failure is logged and tried again on a later tick: the 500 create, the create that
     # made the receipt, the 409 patch, then (the order still open) AlreadyExists and the patch.
-    assert writes(api_calls, operator) == [
-        ("create", RECEIPT, 500), ("create", RECEIPT, 201), ("patch", ORDER, 409),
-        ("create", RECEIPT, 409), ("patch", ORDER, 200)]
-    assert [c.code for c in api_calls.calls(user=operator, injected=True)] == [500, 409]
+    assert in_order([("create", RECEIPT, 500), ("create", RECEIPT, 201), ("patch", ORDER, 409),
+                     ("create", RECEIPT, 409), ("patch", ORDER, 200)],
+                    writes(api_calls, operator))
+    assert in_order([500, 409], [c.code for c in api_calls.calls(user=operator, injected=True)])
     logs = operator.logs()
     assert "HTTP 500 InternalError" in logs and "HTTP 409 Conflict" in logs
     operator.check()

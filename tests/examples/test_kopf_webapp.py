@@ -18,6 +18,12 @@ KOPF_BOOKKEEPING = "kopf.zalando.org/last-handled-configuration"
 
 
 @pytest.mark.envtest_crds(str(HERE / "crd.yaml"))
+@pytest.mark.envtest_explore_expect(
+    "crash after write #* (patch webapps shop)",
+    reason="kopf stores a handler's success (a patch of the object's annotations) before its "
+           "result (a patch of the status): killed between the two, a fresh instance finds "
+           "the change handled and status.create_pod is never written; kopf's design, not "
+           "the example's (docs/faults.md)")
 @pytest.mark.parametrize("thread", [False, True], ids=["kopf-run", "thread"])
 def test_a_webapp_gets_a_pod_whose_phase_kopf_reports(thread, run_operator, apply, pods, k8s,
                                                       namespace, wait_for, api_calls):

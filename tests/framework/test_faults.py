@@ -625,3 +625,53 @@ def test_the_proxy_is_in_front_of_every_operator_or_only_where_faults_are_set(
     output = result.stdout.str()
     assert f"without faults: {direct_without_faults}" in output
     assert "with faults: False" in output  # behind its proxy either way
+
+
+def test_a_count_as_without_faults_leaves_out_what_they_caused_and_nothing_else(
+        faults: Faults, run_operator: RunOperator, k8s: Clients, namespace: str,
+        api_calls: ApiCalls) -> None:
+    """A marker's status written by an operator that writes it on every pass: one 409 (its
+    retry stands in for it), and a crash after the write that a fresh instance repeats
+    unchanged (the repeat is the fault's doing), then one real change.  The counts without
+    the faults are the clean ones; the plain counts see every call; the audit log and the
+    journal are the independent account of what happened."""
+    k8s.core.create_namespaced_config_map(namespace, config_map("marker", step="0"))
+    wanted: queue.Queue = queue.Queue()
+
+    def writer(api_client: Any, stop: threading.Event) -> None:
+        core = CoreV1Api(api_client)
+        while not stop.wait(0.05):
+            try:
+                step = wanted.get_nowait()
+            except queue.Empty:
+                continue
+            while not stop.is_set():  # until the apiserver answers (a 409: again)
+                try:
+                    core.patch_namespaced_config_map("marker", namespace,
+                                                     {"data": {"step": step}})
+                    break
+                except ApiException:
+                    continue
+
+    faults.conflict(verb="patch", resource="configmaps", nth=1)
+    crash = faults.crash_after_write(1, verb="patch", resource="configmaps")
+    handle = run_operator(writer, name="marker-writer")
+    wanted.put("1")  # a 409, then the write the crash follows
+    eventually(lambda: crash.injected == 1 and handle.restarts == 1, timeout=20)
+    wanted.put("1")  # the fresh instance repeats the write it never heard answered
+    eventually(lambda: api_calls.count(user=handle, verb="patch", injected=False) == 2,
+               timeout=20)
+    wanted.put("2")  # then a real change
+    eventually(lambda: k8s.core.read_namespaced_config_map("marker", namespace).data
+               == {"step": "2"}, timeout=20)
+
+    audited = api_calls.calls(user=handle, verb="patch", injected=False)
+    injected = api_calls.calls(user=handle, injected=True)
+    assert [c.verb for c in injected] == ["patch", "crash"], injected
+    assert [c.code for c in audited] == [200, 200, 200], audited
+    # The 409's retry (the first audited patch, the one the crash followed) stands for it;
+    # its unchanged repeat is left out; the real change counts: as without the faults.
+    assert api_calls.count(user=handle, verb="patch", faulted=False) == 2
+    left_out = api_calls.calls(user=handle, faulted=True)
+    assert [c.audit_id for c in left_out if not c.injected] == [audited[1].audit_id]
+    assert api_calls.count(user=handle, verb=["patch", "crash"]) == 5  # every call

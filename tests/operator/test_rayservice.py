@@ -24,7 +24,11 @@ from tests.support.ray_scenario import sample_rayservice
 NAME = "rayservice-sample"
 GROUP, VERSION = "ray.io", "v1"
 APP, DEPLOYMENT = "fruit_app", "MangoStand"
-GATE_HOLD_SECONDS = 5.0  # how long "nothing happens" is checked while the gate is closed
+#: The operator's requeue period in these tests (KubeRay's is 2 s; test_status_writes keeps it):
+#: a reconcile every half second, so each "nothing happens" window below sees four or more.
+REQUEUE_SECONDS = 0.5
+GATE_HOLD_SECONDS = 2.5  # how long "nothing happens" is checked while the gate is closed
+HOLD_SECONDS = 2.0  # how long a promotion or a switch is checked not to happen
 PROMOTION_TIMEOUT = 15.0  # KubeRay's test waits 15 s for the promotion
 
 
@@ -184,6 +188,7 @@ def rayservice(k8s, namespace, apply, pods, wait_for, dashboards, api_calls,
     under its ClusterRole) and return a driver for the sample RayService (or ``manifest``)."""
 
     def make(manifest: dict[str, Any] | None = None, **config: Any) -> RayServiceDriver:
+        config.setdefault("service_requeue_seconds", REQUEUE_SECONDS)
         operator = ray_operator(**config)
         return RayServiceDriver(k8s, namespace, apply, pods, wait_for, dashboards, api_calls,
                                 operator, manifest)
@@ -285,7 +290,7 @@ def test_new_ray_version_is_promoted_only_after_its_head_pod_is_ready(rayservice
     new_dashboard = rs.dashboard(new).start()
 
     consistently(lambda: rs.active() == old and rs.pending() == new
-                 and new_dashboard.journal == [], duration=4.0, interval=0.25,
+                 and new_dashboard.journal == [], duration=HOLD_SECONDS, interval=0.25,
                  message="the new cluster was served or promoted before its head Pod was Ready")
     assert rs.selector(f"{NAME}-serve-svc")["ray.io/cluster"] == old
 
@@ -327,7 +332,7 @@ def test_autoscaler_edits_never_switch_clusters(rayservice):
                 and rs.clusters() == [active]
                 and rs.cluster(active)["spec"]["workerGroupSpecs"][0]["replicas"] == 2)
 
-    consistently(unchanged, duration=5.0, interval=0.25,
+    consistently(unchanged, duration=GATE_HOLD_SECONDS, interval=0.25,
                  message="an autoscaler edit switched or re-created clusters")
     assert rs.status()["serviceStatus"] == "Running"
     assert rs.selector(f"{NAME}-serve-svc")["ray.io/cluster"] == active
@@ -339,7 +344,10 @@ def test_unhealthy_longer_than_the_threshold_prepares_a_new_cluster(level, rayse
     manifest = sample_rayservice(NAME)
     manifest["spec"]["deploymentUnhealthySecondThreshold"] = threshold
     manifest["spec"]["serviceUnhealthySecondThreshold"] = threshold
-    rs = rayservice(manifest)
+    # The new cluster is created a requeue after the restart is marked (10 s in KubeRay): 1 s
+    # here, so the test can wait for it, and ends where the operator rests (exploration
+    # compares that end with a faulted run's, where a fresh instance creates it at once).
+    rs = rayservice(manifest, service_restart_requeue_seconds=1.0)
     active = rs.bring_up()
     dashboard = rs.dashboard(active)
 
@@ -372,6 +380,7 @@ def test_unhealthy_longer_than_the_threshold_prepares_a_new_cluster(level, rayse
     assert active_of(svc) == active and new != active
     assert condition(svc, "UpgradeInProgress")["status"] == "True"
     assert rs.events("Restarting"), "no Restarting event"
+    eventually(lambda: new in rs.clusters(), timeout=10, message=f"RayCluster {new} not made")
 
 
 def test_killed_right_after_marking_the_restart_the_restarting_event_is_not_lost(
@@ -382,7 +391,7 @@ def test_killed_right_after_marking_the_restart_the_restarting_event_is_not_lost
     threshold = 2
     manifest = sample_rayservice(NAME)
     manifest["spec"]["serviceUnhealthySecondThreshold"] = threshold
-    rs = rayservice(manifest)
+    rs = rayservice(manifest, service_restart_requeue_seconds=1.0)  # the new cluster 1 s later
     active = rs.bring_up()
     # The status writes from here: the unhealthy app recorded, then the restart marked.
     crash = faults.crash_after_write(2, resource="rayservices", subresource="status")
@@ -394,6 +403,7 @@ def test_killed_right_after_marking_the_restart_the_restarting_event_is_not_lost
     assert rs.status()["serviceStatus"] == "Restarting" and new != active
     eventually(lambda: rs.events("Restarting"), timeout=10,
                message="the Restarting event was lost with the killed instance")
+    eventually(lambda: new in rs.clusters(), timeout=10, message=f"RayCluster {new} not made")
 
 
 def test_known_a_fresh_instance_submits_the_serve_config_once_more(rayservice, faults):
@@ -467,7 +477,7 @@ def test_more_than_one_head_pod_is_reported_and_blocks_the_dashboard(rayservice)
     assert events[0].type == "Warning"
     assert f"found 2 head Pods for RayCluster {cluster}" in events[0].message
     consistently(lambda: dashboard.journal == [] and rs.active() == ""
-                 and rs.pending() == cluster, duration=4.0, interval=0.25,
+                 and rs.pending() == cluster, duration=HOLD_SECONDS, interval=0.25,
                  message="the Dashboard was called with two head Pods")
 
     # Back to one head Pod: the gate opens.
