@@ -24,6 +24,7 @@ Writes ``bench/results/exploration.json``.
 
     python -m bench.bench_exploration [--kinds crashes,conflicts] [--limit 20] [--seed 1]
                                       [--workers 2] [--only ours,kopf,go] [--skip-unsafe]
+    python -m bench.bench_exploration --rejudge    # after editing the review file
 """
 
 from __future__ import annotations
@@ -127,6 +128,27 @@ def judged(name: str, data: dict[str, Any], reviews: dict[str, Any]) -> dict[str
             "unreviewed": unreviewed, "detail": findings}
 
 
+def rejudge(results: dict[str, Any], reviews: dict[str, Any]) -> None:
+    """Apply the reviews to the findings already measured (no run): after reading them."""
+    for row in results.get("operators", {}).values():
+        for finding in row["detail"]:
+            review = reviews.get(finding["key"])
+            finding["real"] = None if review is None else bool(review["real"])
+            finding["why"] = "" if review is None else review["why"]
+        row["real"] = sum(1 for f in row["detail"] if f["real"] is True)
+        row["false_positives"] = sum(1 for f in row["detail"] if f["real"] is False)
+        row["unreviewed"] = sum(1 for f in row["detail"] if f["real"] is None)
+
+
+def rate(operators: dict[str, Any]) -> dict[str, Any]:
+    findings = sum(o["findings"] for o in operators.values())
+    false = sum(o["false_positives"] for o in operators.values())
+    return {"findings": findings, "false_positives": false,
+            "unreviewed": sum(o["unreviewed"] for o in operators.values()),
+            "percent": round(100.0 * false / findings, 1) if findings else 0.0,
+            "sieve_percent": 3.5}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--kinds", default="crashes,conflicts")
@@ -135,7 +157,16 @@ def main() -> None:
     parser.add_argument("--workers", default="2")
     parser.add_argument("--only", default=",".join(OPERATORS))
     parser.add_argument("--skip-unsafe", action="store_true")
+    parser.add_argument("--rejudge", action="store_true",
+                        help="no run: apply the review file to the findings already measured")
     args = parser.parse_args()
+    if args.rejudge:
+        measured = json.loads((RESULTS / "exploration.json").read_text())
+        rejudge(measured, json.loads(REVIEW.read_text()) if REVIEW.exists() else {})
+        measured["false_positive_rate"] = rate(measured["operators"])
+        print(measured["false_positive_rate"])
+        save_json(RESULTS / "exploration.json", measured)
+        return
     previous = json.loads((RESULTS / "exploration.json").read_text()) \
         if (RESULTS / "exploration.json").exists() else {}
     results: dict[str, Any] = {"kinds": args.kinds, "limit": args.limit, "seed": args.seed,
@@ -159,15 +190,10 @@ def main() -> None:
         for finding in row["detail"]:
             print(f"  [{finding['verdict']}] {finding['key']}: {finding['said'][:160]}")
     results["operators"] = operators
-    findings = sum(o["findings"] for o in operators.values())
-    false = sum(o["false_positives"] for o in operators.values())
-    results["false_positive_rate"] = {
-        "findings": findings, "false_positives": false,
-        "unreviewed": sum(o["unreviewed"] for o in operators.values()),
-        "percent": round(100.0 * false / findings, 1) if findings else 0.0,
-        "sieve_percent": 3.5}
-    print(f"false positives: {false} of {findings} findings "
-          f"({results['false_positive_rate']['percent']} %; Sieve: 3.5 %)")
+    results["false_positive_rate"] = rate(operators)
+    figures = results["false_positive_rate"]
+    print(f"false positives: {figures['false_positives']} of {figures['findings']} findings "
+          f"({figures['percent']} %; Sieve: 3.5 %)")
     save_json(RESULTS / "exploration.json", results)
 
 
