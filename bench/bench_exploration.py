@@ -104,7 +104,8 @@ def findings_of(data: dict[str, Any]) -> list[dict[str, Any]]:
     return found
 
 
-def judged(name: str, data: dict[str, Any], reviews: dict[str, Any]) -> dict[str, Any]:
+def judged(name: str, data: dict[str, Any], reviews: dict[str, Any],
+           kinds: str = "") -> dict[str, Any]:
     """Points, findings and what the reviews say of them, for one operator."""
     findings = findings_of(data)
     for finding in findings:
@@ -121,7 +122,7 @@ def judged(name: str, data: dict[str, Any], reviews: dict[str, Any]) -> dict[str
                               "clean_seconds": round(t["clean_seconds"], 1)}
                 for t in data["tests"]}
     return {"operator": name, "kind": OPERATORS[name][0], "tests": len(data["tests"]),
-            "per_test": per_test,
+            "kinds": kinds, "per_test": per_test,
             "points": points, "counts": data["counts"], "wall": data["wall"],
             "points_per_minute": round(points / (data["wall"] / 60), 1) if data["wall"] else 0,
             "findings": len(findings), "real": real, "false_positives": false,
@@ -181,7 +182,7 @@ def main() -> None:
     operators = dict(previous.get("operators") or {})
     for name in [n.strip() for n in args.only.split(",") if n.strip()]:
         data = explore(OPERATORS[name][1], args.kinds, args.limit, args.seed, args.workers)
-        operators[name] = judged(name, data, reviews)
+        operators[name] = judged(name, data, reviews, args.kinds)
         row = operators[name]
         print(f"{name}: {row['tests']} tests, {row['points']} points in {row['wall']} s "
               f"({row['points_per_minute']} a minute): {row['counts']}; findings "
