@@ -91,12 +91,17 @@ def test_safe_mode_creates_the_receipt_then_marks_the_order_done(
     # faulted=False: as without faults (under exploration: a crash's record, and the
     # AlreadyExists a fresh instance meets repeating the receipt, left out).
     assert api_calls.count(user=operator, verb="create", resource="configmaps", code=201) == 1
-    assert api_calls.count(user=operator, verb="create", faulted=False) == 1  # nothing twice
     assert api_calls.count(user=operator, verb="patch", resource="configmaps",
                            succeeded=True) >= 1
-    # Receipt first: a crash between the two leaves an open order, listed again.
-    assert writes(api_calls, operator, faulted=False) == [
-        ("create", RECEIPT, 201), ("patch", ORDER, 200)]
+    # Receipt first: a crash between the two leaves an open order, listed again.  Without
+    # faults exactly these two writes; under exploration's (a refused patch, a crash) the
+    # order is listed again, so AlreadyExists for the receipt and the patch once more.
+    done = writes(api_calls, operator, faulted=False)
+    assert in_order([("create", RECEIPT, 201), ("patch", ORDER, 200)], done), done
+    assert done[-1] == ("patch", ORDER, 200) and set(done) <= {
+        ("create", RECEIPT, 201), ("create", RECEIPT, 409), ("patch", ORDER, 200)}, done
+    if not api_calls.count(user=operator, injected=True):
+        assert done == [("create", RECEIPT, 201), ("patch", ORDER, 200)]
     logs = operator.logs()  # (killed before it heard, a fresh instance finds it made)
     assert "created receipt order-1-receipt for order order-1" in logs or (
         operator.restarts and "receipt order-1-receipt exists already" in logs), logs
@@ -131,7 +136,8 @@ def test_unsafe_mode_killed_after_marking_the_order_done_never_makes_the_receipt
     place_order(k8s, namespace)
     eventually(lambda: operator.restarts == 1 and started(operator) == 2,
                timeout=CONVERGES_WITHIN)
-    [killed] = api_calls.calls(user=operator, injected=True)
+    [killed] = [c for c in api_calls.calls(user=operator, injected=True) if c.verb == "crash"
+                and c.name == ORDER]  # (its own: exploration may add a fault of a point's)
     assert (killed.verb, killed.name, crash.injected) == ("crash", ORDER, 1)
     # The restarted instance lists the open orders every 100 ms. Lists are not audited (the
     # audit log has writes), so a rule counts them from here: it fails the third (which the
@@ -142,7 +148,9 @@ def test_unsafe_mode_killed_after_marking_the_order_done_never_makes_the_receipt
                message="the restarted operator stopped listing")
     assert listed.injected == 1 and "list orders: HTTP 503" in operator.logs()
     assert order_state(k8s, namespace) == ("done", False)  # the bug: done, and no receipt
-    assert writes(api_calls, operator) == [("patch", ORDER, 200), ("crash", ORDER, 0)]
+    found = writes(api_calls, operator)  # (a point's refused patch may come first)
+    assert in_order([("patch", ORDER, 200), ("crash", ORDER, 0)], found), found
+    assert not [w for w in found if w[0] == "create"], found
     operator.check()
 
 
