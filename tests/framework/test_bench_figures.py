@@ -77,3 +77,35 @@ def test_the_readme_gives_the_kwok_ratio_the_bench_measured(pods_in_run: int) ->
     said = re.search(rf"{pods_in_run:,} Pods[^.]*?([0-9.]+)x KWOK", readme)
     assert said, f"the README gives no ratio to KWOK for {pods_in_run:,} Pods"
     assert float(said.group(1)) == ratio
+
+
+def test_the_readme_gives_the_exploration_figures_the_bench_measured() -> None:
+    """Points a minute and the false-positive rate, as bench_exploration wrote them, and every
+    finding of the measured run read (its review says real or not, and why)."""
+    results = json.loads((RESULTS / "exploration.json").read_text())
+    reviews = json.loads((RESULTS / "exploration-review.json").read_text())
+    ours = results["operators"]["ours"]
+    rate = results["false_positive_rate"]
+    assert set(results["operators"]) == {"ours", "kopf", "go"}
+    assert rate["unreviewed"] == 0, "a finding nobody read"
+    for row in results["operators"].values():
+        for finding in row["detail"]:
+            assert finding["key"] in reviews and reviews[finding["key"]]["why"], finding
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert f"{ours['points']} points in {ours['wall'] / 60:.1f} min on `-n 2` " \
+           f"({ours['points_per_minute']} a minute" in readme
+    assert ours["points_per_minute"] >= 30
+    findings = rate["findings"]
+    assert (f"{rate['false_positives']} of {findings} finding{'s' if findings != 1 else ''} "
+            f"false positives ({rate['percent']} %; Sieve: 3.5 %)") in readme
+    reviewed = rate["reviewed"]
+    assert reviewed["findings"] == len(reviews)
+    assert reviewed["false_positives"] == sum(1 for r in reviews.values() if not r["real"])
+    assert (f"{reviewed['findings']} findings were read (`bench/results/exploration-review.json`"
+            f"): {reviewed['false_positives']} false positives ({reviewed['percent']} %)") \
+        in readme
+    real = reviewed["findings"] - reviewed["false_positives"]
+    assert f"and fixed, {real} real" in readme
+    examples = [results["operators"][name] for name in ("kopf", "go")]
+    assert (f"The kopf example ({examples[0]['points']} points, every kind) and the Go order "
+            f"keeper ({examples[1]['points']} points)") in readme
