@@ -238,7 +238,7 @@ def test_ci_workflow_runs_the_version_and_python_matrix() -> None:
     assert cached and "kubebuilder-envtest" in cached[0]["with"]["path"]
     assert "KUBEBUILDER_ASSETS" in str(action["runs"]["steps"])
     assert any("macos" in str(job.get("runs-on")) for job in workflow["jobs"].values())
-    assert "make test" in steps and "--envtest-artifacts" in steps  # make test runs -n auto
+    assert "make test" in steps and "--envtest-artifacts" in steps  # make test runs on every core
     assert "upload-artifact" in steps and "failure()" in steps
     lint = " ".join(str(step) for step in workflow["jobs"]["lint"]["steps"])
     assert "make lint" in lint

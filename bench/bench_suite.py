@@ -1,0 +1,153 @@
+"""Where ``make test``'s time goes: seconds per kind of test, and CPU per kind of process.
+
+Runs the suite as ``make test`` does (``python -m pytest -n WORKERS``, the binaries
+installed), with ``bench.suite_items`` recording each test's seconds and what it does
+(``suite_items.GROUPS``), while a sampler reads every process under the run once a second
+and sums their CPU by kind (kube-apiserver, etcd, the other Kubernetes binaries, Python,
+the rest).  A process that lives less than a second between two samples is missed by the
+per-kind sums; the total is the kernel's own count of the children's CPU (``getrusage``).
+
+The suite is CPU-bound on two cores: the CPU each kind of process burns is what a change
+must take away to shorten it, so both tables are printed and written to
+``bench/results/suite.json`` (or ``--out``).
+
+    python -m bench.bench_suite [--workers 2] [--out FILE] [-- PYTEST ARGS...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import resource
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from bench.common import RESULTS, save_json
+from bench.suite_items import GROUPS
+
+ROOT = Path(__file__).resolve().parent.parent
+#: pytest's last line: ``712 passed, 3 skipped in 557.66s (0:09:17)`` (``-q``; between
+#: ``=`` signs without it).
+_SUMMARY = re.compile(r"^=*\s*(\d+ (?:passed|failed)[^\n]*?) in ([\d.]+)s\b", re.MULTILINE)
+KINDS = ("kube-apiserver", "etcd", "kube-controller-manager", "kube-scheduler", "python",
+         "chromium", "kubectl", "go")
+
+
+def kind_of(process: psutil.Process) -> str:
+    try:
+        name = process.name()
+    except psutil.Error:
+        return "gone"
+    for kind in KINDS:
+        if name.startswith(kind):
+            return kind
+    return "other"
+
+
+class CpuSampler(threading.Thread):
+    """The CPU seconds of every process under ``root``, by kind, sampled once a second."""
+
+    def __init__(self, root: int) -> None:
+        super().__init__(daemon=True)
+        self.root = root
+        self.stop = threading.Event()
+        self.last: dict[tuple[int, float], tuple[str, float]] = {}
+        self.starts: defaultdict[str, int] = defaultdict(int)
+
+    def run(self) -> None:
+        while not self.stop.wait(1.0):
+            try:
+                processes = psutil.Process(self.root).children(recursive=True)
+            except psutil.Error:
+                continue
+            for process in processes:
+                try:
+                    with process.oneshot():
+                        times = process.cpu_times()
+                        key = (process.pid, process.create_time())
+                        kind = kind_of(process)
+                except psutil.Error:
+                    continue
+                if key not in self.last:
+                    self.starts[kind] += 1
+                self.last[key] = (kind, times.user + times.system)
+
+    def by_kind(self) -> dict[str, dict[str, float]]:
+        seconds: defaultdict[str, float] = defaultdict(float)
+        for kind, cpu in self.last.values():
+            seconds[kind] += cpu
+        return {kind: {"cpu_seconds": round(value, 1), "processes": self.starts[kind]}
+                for kind, value in sorted(seconds.items(), key=lambda kv: -kv[1])}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--workers", default="2")
+    parser.add_argument("--out", type=Path, default=RESULTS / "suite.json")
+    parser.add_argument("pytest_args", nargs="*")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as folder:
+        items_file = Path(folder) / "items.json"
+        command = [sys.executable, "-m", "pytest", "-n", args.workers, "-p", "bench.suite_items",
+                   f"--suite-items={items_file}", "-q", *args.pytest_args]
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        started = time.monotonic()
+        process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE,
+                                   stderr=subprocess.STDOUT, text=True)
+        sampler = CpuSampler(process.pid)
+        sampler.start()
+        output, _ = process.communicate()
+        wall = time.monotonic() - started
+        sampler.stop.set()
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        tests = json.loads(items_file.read_text()) if items_file.exists() else {}
+    summary = _SUMMARY.findall(output)
+    if not tests or not summary:
+        raise SystemExit(f"the suite did not finish (exit {process.returncode}):\n"
+                         f"{output[-4000:]}")
+    groups: dict[str, dict[str, Any]] = {g: {"tests": 0, "seconds": 0.0} for g in GROUPS}
+    for entry in tests.values():
+        group = groups[entry.get("group", GROUPS[-1])]
+        group["tests"] += 1
+        group["seconds"] += entry["seconds"]
+    for group in groups.values():
+        group["seconds"] = round(group["seconds"], 1)
+    cpu_total = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    slowest = sorted(tests.items(), key=lambda kv: -kv[1]["seconds"])[:40]
+    results = {
+        "command": " ".join(command[1:]), "exit": process.returncode,
+        "outcome": summary[-1][0], "suite_seconds": float(summary[-1][1]),
+        "wall": round(wall, 1), "cpu_seconds": round(cpu_total, 1),
+        "cores": psutil.cpu_count(), "groups": groups, "cpu_by_process": sampler.by_kind(),
+        "test_seconds": round(sum(e["seconds"] for e in tests.values()), 1),
+        "failed": sorted(n for n, e in tests.items() if e["outcome"] == "failed"),
+        "slowest": [{"test": nodeid, "seconds": round(e["seconds"], 1),
+                     "group": e.get("group", "")} for nodeid, e in slowest],
+    }
+    print(f"{results['outcome']} in {results['suite_seconds']} s (wall {results['wall']} s, "
+          f"{results['cpu_seconds']} CPU s on {results['cores']} cores; the tests' own "
+          f"seconds add up to {results['test_seconds']})")
+    for name, group in sorted(groups.items(), key=lambda kv: -kv[1]["seconds"]):
+        print(f"  {group['seconds']:7.1f} s  {group['tests']:4d} tests  {name}")
+    for kind, figures in results["cpu_by_process"].items():
+        print(f"  {figures['cpu_seconds']:7.1f} CPU s  {figures['processes']:4d} processes  "
+              f"{kind}")
+    save_json(args.out, results)
+    args.out.with_suffix(".log").write_text(output)
+    if process.returncode != 0:
+        raise SystemExit(f"the suite failed (exit {process.returncode}): "
+                         f"{', '.join(results['failed'])}; its output: "
+                         f"{args.out.with_suffix('.log')}")
+
+
+if __name__ == "__main__":
+    main()
