@@ -36,7 +36,7 @@ def group_of(item: pytest.Item) -> str:
         return GROUPS[0]
     if "/tests/docs/" in path:
         return GROUPS[1]
-    if names & {"pytester", "inner_pytester", "testdir"}:
+    if names & {"pytester", "inner_pytester", "own_plane_pytester", "testdir"}:
         return GROUPS[2]
     if names & {"make_control_plane"} or item.get_closest_marker("envtest_isolated") \
             or "test_controlplane" in path or "test_cluster_death" in path:

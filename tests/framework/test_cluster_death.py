@@ -61,15 +61,15 @@ INNER = textwrap.dedent('''
 
 @pytest.mark.parametrize("victim", ["etcd", "kube-apiserver"])
 def test_a_dead_component_fails_one_test_fast_and_the_run_goes_on(
-        inner_pytester: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        own_plane_pytester: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         victim: str) -> None:
     timings = tmp_path / "timings.jsonl"
     monkeypatch.setenv("TIMINGS", str(timings))
     monkeypatch.setenv("VICTIM", victim)
-    inner_pytester.makeconftest(TIMING)
-    inner_pytester.makepyfile(test_inner=INNER)
+    own_plane_pytester.makeconftest(TIMING)
+    own_plane_pytester.makepyfile(test_inner=INNER)
     artifacts = tmp_path / "artifacts"
-    result = inner_pytester.runpytest_subprocess(
+    result = own_plane_pytester.runpytest_subprocess(
         "-p", "no:cacheprovider", "-p", "no:randomly", f"--envtest-artifacts={artifacts}",
         timeout=240)
     result.assert_outcomes(failed=1, passed=3)
@@ -116,9 +116,9 @@ INNER_OWN_PLANE = textwrap.dedent('''
 ''')
 
 
-def test_a_dead_session_plane_does_not_fail_waits_on_a_healthy_one(inner_pytester: Any) -> None:
-    inner_pytester.makepyfile(test_inner=INNER_OWN_PLANE)
-    result = inner_pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly",
+def test_a_dead_session_plane_does_not_fail_waits_on_a_healthy_one(own_plane_pytester: Any) -> None:
+    own_plane_pytester.makepyfile(test_inner=INNER_OWN_PLANE)
+    result = own_plane_pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly",
                                                  "-rA", timeout=240)
     result.assert_outcomes(passed=1, failed=1)
     output = result.stdout.str()

@@ -165,14 +165,14 @@ def check_artifacts(output: str, artifacts: Path) -> None:
             assert SECRET_VALUE not in path.read_text(errors="replace"), path
 
 
-def test_failing_inner_suite_reports_diagnostics(inner_pytester: pytest.Pytester,
+def test_failing_inner_suite_reports_diagnostics(own_plane_pytester: pytest.Pytester,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     # One inner run (it starts its own control plane) checked from several angles.
     monkeypatch.setenv("DIAG_SECRET", SECRET_VALUE)
-    inner_pytester.makepyfile(test_inner=INNER)
-    artifacts = inner_pytester.path / "artifacts"
-    result = inner_pytester.runpytest_subprocess("-p", "no:cacheprovider", "--envtest-artifacts",
-                                                 str(artifacts), timeout=180)
+    own_plane_pytester.makepyfile(test_inner=INNER)
+    artifacts = own_plane_pytester.path / "artifacts"
+    result = own_plane_pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--envtest-artifacts", str(artifacts), timeout=180)
     result.assert_outcomes(failed=3, passed=1)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     output = result.stdout.str()

@@ -145,16 +145,16 @@ RECORDS_DURATIONS = textwrap.dedent('''
 
 
 def test_a_disk_filling_mid_run_fails_the_tests_that_count_calls_at_once_saying_why(
-        inner_pytester: Any, small_filesystem: Callable[[str], Path],
+        own_plane_pytester: Any, small_filesystem: Callable[[str], Path],
         monkeypatch: pytest.MonkeyPatch) -> None:
     small = small_filesystem("16m")
-    durations = inner_pytester.path / "durations.jsonl"
+    durations = own_plane_pytester.path / "durations.jsonl"
     monkeypatch.setenv("TMPDIR", str(small))  # the control plane's work dir and audit log
     monkeypatch.setenv("ENVTEST_PORTABLE", "0")  # etcd's data stays on /dev/shm
     monkeypatch.setenv("DURATIONS_FILE", str(durations))
-    inner_pytester.makeconftest(RECORDS_DURATIONS)
-    inner_pytester.makepyfile(test_full=FILLS_THE_DISK)
-    result = inner_pytester.runpytest_subprocess("-p", "no:cacheprovider", timeout=180)
+    own_plane_pytester.makeconftest(RECORDS_DURATIONS)
+    own_plane_pytester.makepyfile(test_full=FILLS_THE_DISK)
+    result = own_plane_pytester.runpytest_subprocess("-p", "no:cacheprovider", timeout=180)
     output = result.stdout.str()
     result.assert_outcomes(failed=2, passed=1)
 

@@ -215,13 +215,13 @@ def test_each_verdict_on_an_operator_known_to_earn_it(inner_pytester: Any, tmp_p
 
 
 def test_points_go_to_both_workers_and_shards_merge_to_the_whole(
-        inner_pytester: Any, tmp_path: Path, monkeypatch: Any) -> None:
-    inner_pytester.makepyfile(keepers=KEEPERS, test_keepers=TESTS)
+        own_plane_pytester: Any, tmp_path: Path, monkeypatch: Any) -> None:
+    own_plane_pytester.makepyfile(keepers=KEEPERS, test_keepers=TESTS)
     monkeypatch.setenv("COUNTERS", str(tmp_path))
     shards = []
     for shard in ("1/2", "2/2"):
         target = tmp_path / f"shard-{shard[0]}.json"
-        result = inner_pytester.runpytest_subprocess(
+        result = own_plane_pytester.runpytest_subprocess(
             "-p", "no:cacheprovider", "-n", "2", "--envtest-explore=crashes",
             f"--envtest-explore-shard={shard}", f"--envtest-explore-json={target}",
             "test_keepers.py::test_many", timeout=600)

@@ -126,12 +126,12 @@ KEPT = textwrap.dedent('''
 
 
 def test_keep_failed_writes_the_control_plane_logs_the_docs_promise(
-        inner_pytester: Any, tmp_path: Path) -> None:
+        own_plane_pytester: Any, tmp_path: Path) -> None:
     """debugging.md: --envtest-artifacts writes the full control-plane logs (and audit log)
     to DIR/control-plane-*, also when the cluster is kept (--envtest-keep=failed)."""
-    inner_pytester.makepyfile(test_inner=KEPT)
+    own_plane_pytester.makepyfile(test_inner=KEPT)
     artifacts = tmp_path / "artifacts"
-    result = inner_pytester.runpytest_subprocess(
+    result = own_plane_pytester.runpytest_subprocess(
         "-p", "no:cacheprovider", "--envtest-keep=failed", f"--envtest-artifacts={artifacts}",
         timeout=240)
     try:

@@ -39,9 +39,9 @@ def _down(workdir: str) -> None:
                    timeout=60, check=True)
 
 
-def test_keep_failed_keeps_the_cluster_and_the_failed_tests_namespace(inner_pytester: Any):
-    inner_pytester.makepyfile(test_inner=INNER)
-    result = inner_pytester.runpytest_subprocess("-p", "no:cacheprovider", "-s", "-rA",
+def test_keep_failed_keeps_the_cluster_and_the_failed_tests_namespace(own_plane_pytester: Any):
+    own_plane_pytester.makepyfile(test_inner=INNER)
+    result = own_plane_pytester.runpytest_subprocess("-p", "no:cacheprovider", "-s", "-rA",
                                                  "--envtest-keep=failed", timeout=180)
     output = result.stdout.str()
     workdir_match = re.search(r"stop it with: envtest down (\S+)", output)

@@ -53,12 +53,12 @@ def alive(pid: int) -> bool:
     return True
 
 
-def test_two_workers_each_use_their_own_control_plane(inner_pytester: pytest.Pytester) -> None:
-    inner_pytester.makepyfile(test_inner=INNER)
-    result = inner_pytester.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2",
+def test_two_workers_each_use_their_own_control_plane(own_plane_pytester: pytest.Pytester) -> None:
+    own_plane_pytester.makepyfile(test_inner=INNER)
+    result = own_plane_pytester.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2",
                                                  timeout=180)
     result.assert_outcomes(passed=4)
-    seen = records(inner_pytester.path)
+    seen = records(own_plane_pytester.path)
     assert len(seen) == 4
     servers = {r["worker"]: set() for r in seen}
     for record in seen:

@@ -82,15 +82,15 @@ def _forms(value: str) -> list[str]:
 
 
 def test_no_decoy_in_any_output_and_every_file_private(
-        inner_pytester: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        own_plane_pytester: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     decoys = {route: f"decoy-{route}-{secrets.token_hex(6)}" for route in ROUTES}
     # The ConfigMap's value is logged, not a Secret's: it must show (redaction is not blind).
     decoys_in_secrets = {r: v for r, v in decoys.items() if r != "log"}
     for route, value in decoys.items():
         monkeypatch.setenv(f"DECOY_{route.upper()}", value)
-    inner_pytester.makepyfile(test_inner=INNER)
+    own_plane_pytester.makepyfile(test_inner=INNER)
     reports, artifacts = tmp_path / "reports", tmp_path / "artifacts"
-    result = inner_pytester.runpytest_subprocess(
+    result = own_plane_pytester.runpytest_subprocess(
         "-p", "no:cacheprovider", f"--envtest-report={reports}",
         f"--envtest-artifacts={artifacts}", timeout=300)
     result.assert_outcomes(failed=1)

@@ -50,12 +50,12 @@ def _sigint_by_default() -> None:
 
 
 def test_ctrl_c_during_session_finish_stops_the_clusters_and_keeps_the_summary(
-        inner_pytester: Any) -> None:
-    inner_pytester.makeconftest(WAITS_FOR_CTRL_C)
-    inner_pytester.makepyfile(test_inner=USES_A_CLUSTER)
+        own_plane_pytester: Any) -> None:
+    own_plane_pytester.makeconftest(WAITS_FOR_CTRL_C)
+    own_plane_pytester.makepyfile(test_inner=USES_A_CLUSTER)
     inner = subprocess.Popen(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-s", "test_inner.py"],
-        cwd=inner_pytester.path, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        cwd=own_plane_pytester.path, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT, text=True, env=os.environ.copy(),
         preexec_fn=_sigint_by_default)
     try:

@@ -126,9 +126,9 @@ def refusing_port() -> Iterator[int]:
         yield sock.getsockname()[1]
 
 
-def test_an_existing_cluster_that_does_not_answer_is_one_line(inner_pytester: Any,
+def test_an_existing_cluster_that_does_not_answer_is_one_line(own_plane_pytester: Any,
                                                               refusing_port: int) -> None:
-    kubeconfig = inner_pytester.path / "kubeconfig"
+    kubeconfig = own_plane_pytester.path / "kubeconfig"
     kubeconfig.write_text(textwrap.dedent(f"""
         apiVersion: v1
         kind: Config
@@ -137,14 +137,14 @@ def test_an_existing_cluster_that_does_not_answer_is_one_line(inner_pytester: An
         contexts: [{{name: c, context: {{cluster: c, user: u}}}}]
         current-context: c
     """))
-    inner_pytester.makepyfile(test_existing=textwrap.dedent("""
+    own_plane_pytester.makepyfile(test_existing=textwrap.dedent("""
         def test_one(k8s):
             pass
 
         def test_two(k8s):
             pass
     """))
-    result = inner_pytester.runpytest_subprocess(
+    result = own_plane_pytester.runpytest_subprocess(
         "-p", "no:cacheprovider", "--envtest-backend=existing",
         f"--envtest-kubeconfig={kubeconfig}", timeout=120)
     result.assert_outcomes(errors=2)
