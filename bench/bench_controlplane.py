@@ -13,8 +13,13 @@ Start is timed inside each process from "nothing running" to "ready"
 (ours: construct ``ControlPlane(version)`` and ``start()``, which includes
 resolving the binaries from the cache; Go: ``env.Start()``), so interpreter and
 Go runtime start-up are excluded on both sides.  Resident memory is the RSS of
-etcd + kube-apiserver right after ready (ours only: Go's envtest stops before
-it can be sampled).
+etcd + kube-apiserver right after ready, and their anonymous memory (RSS without
+the binaries' file pages, shared by every plane: what one more plane costs; ours
+only: Go's envtest stops before it can be sampled).
+
+What a test waits for inside pytest is measured in the same rounds
+(``session_planes``): the session's first plane, and a plane of a test's own
+handed over by the pool started ahead, each as a ratio to Go envtest's start.
 
 These are figures, not a pass/fail test; the table is printed and the JSON is
 written to ``bench/results/controlplane.json``.
@@ -34,6 +39,9 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from bench.bench_footprint import anonymous_mib
+from bench.session_planes import run_session
 
 ROOT = Path(__file__).resolve().parent.parent
 GO_DIR = ROOT / "bench" / "go-envtest"
@@ -66,6 +74,7 @@ def child(version: str, readiness: str) -> int:
         start_seconds = ready - started
         rss = {name: psutil.Process(pid).memory_info().rss
                for name, pid in control_plane.pids.items()}
+        anonymous = {name: anonymous_mib(pid) for name, pid in control_plane.pids.items()}
         own_rss = psutil.Process().memory_info().rss
     finally:
         stopping = time.perf_counter()
@@ -79,6 +88,8 @@ def child(version: str, readiness: str) -> int:
         "stop_seconds": stop_seconds,
         "rss_mb": {name: value / 2**20 for name, value in rss.items()},
         "rss_total_mb": sum(rss.values()) / 2**20,
+        "anon_mb": anonymous,
+        "anon_total_mb": sum(anonymous.values()),
         "python_rss_mb": own_rss / 2**20,
     }), flush=True)
     return 0
@@ -205,6 +216,7 @@ def main(argv: list[str] | None = None) -> int:
 
     ours: list[dict[str, Any]] = []
     ours_admin: list[dict[str, Any]] = []
+    sessions: list[dict[str, Any]] = []
     theirs: list[dict[str, Any]] = []
     errors: list[str] = []
     for index in range(1, args.runs + 1):
@@ -224,6 +236,13 @@ def main(argv: list[str] | None = None) -> int:
             line += f" | ours (admin readiness) start {admin['start_seconds']:.3f} s"
         except (RuntimeError, subprocess.TimeoutExpired, ValueError) as exc:
             errors.append(f"ours (admin readiness) run {index}: {exc}")
+        try:
+            session = run_session(version)
+            sessions.append(session)
+            line += (f" | session's first plane {session['session_start_seconds']:.3f} s, "
+                     f"pool wait {session['pool_wait_seconds']:.3f} s")
+        except (RuntimeError, subprocess.TimeoutExpired, ValueError) as exc:
+            errors.append(f"pytest session run {index}: {exc}")
         if go:
             try:
                 go_run = run_go(assets)
@@ -247,12 +266,17 @@ def main(argv: list[str] | None = None) -> int:
             "phase_processes_to_ready_seconds": stats(
                 [r["phases_seconds"]["processes_to_ready"] for r in ours]),
             "rss_total_mb": stats([r["rss_total_mb"] for r in ours]),
+            "anon_total_mb": stats([r["anon_total_mb"] for r in ours]),
             "rss_etcd_mb": stats([r["rss_mb"].get("etcd", 0.0) for r in ours]),
             "rss_apiserver_mb": stats([r["rss_mb"].get("kube-apiserver", 0.0) for r in ours]),
         },
         "ours_admin_readiness": {
             "start_seconds": stats([r["start_seconds"] for r in ours_admin]),
             "stop_seconds": stats([r["stop_seconds"] for r in ours_admin]),
+        },
+        "ours_in_pytest": {
+            "session_start_seconds": stats([r["session_start_seconds"] for r in sessions]),
+            "pool_wait_seconds": stats([r["pool_wait_seconds"] for r in sessions]),
         },
         "go_envtest": {
             "start_seconds": stats([r["start_seconds"] for r in theirs]),
@@ -264,6 +288,10 @@ def main(argv: list[str] | None = None) -> int:
     ratio = ours_start / go_start if ours_start and go_start else None
     admin_start = summary["ours_admin_readiness"]["start_seconds"]["median"]
     admin_ratio = admin_start / go_start if admin_start and go_start else None
+    session_start = summary["ours_in_pytest"]["session_start_seconds"]["median"]
+    pool_wait = summary["ours_in_pytest"]["pool_wait_seconds"]["median"]
+    session_ratio = session_start / go_start if session_start and go_start else None
+    pool_ratio = pool_wait / go_start if pool_wait is not None and go_start else None
     ours_stop = summary["ours"]["stop_seconds"]["median"]
     go_stop = summary["go_envtest"]["stop_seconds"]["median"]
 
@@ -281,7 +309,12 @@ def main(argv: list[str] | None = None) -> int:
     print(_row("Go envtest start to ready", summary["go_envtest"]["start_seconds"], "s"))
     print(_row("ours stop", summary["ours"]["stop_seconds"], "s"))
     print(_row("Go envtest stop", summary["go_envtest"]["stop_seconds"], "s"))
+    print(_row("pytest: the session's first plane",
+               summary["ours_in_pytest"]["session_start_seconds"], "s"))
+    print(_row("pytest: a plane from the pool", summary["ours_in_pytest"]["pool_wait_seconds"],
+               "s"))
     print(_row("ours RSS etcd + apiserver", summary["ours"]["rss_total_mb"], "M", 0))
+    print(_row("ours anonymous etcd + apiserver", summary["ours"]["anon_total_mb"], "M", 0))
     print(_row("  etcd", summary["ours"]["rss_etcd_mb"], "M", 0))
     print(_row("  kube-apiserver", summary["ours"]["rss_apiserver_mb"], "M", 0))
     print()
@@ -293,6 +326,10 @@ def main(argv: list[str] | None = None) -> int:
         verdict = "meets" if admin_ratio <= START_TARGET_RATIO else "misses"
         print(f"with readiness='admin' (the default): {admin_start:.3f} / "
               f"{go_start:.3f} = {admin_ratio:.2f}x ({verdict} the target)")
+    if session_ratio is not None and pool_ratio is not None:
+        print(f"in pytest: the session's first plane {session_start:.3f} s = "
+              f"{session_ratio:.2f}x Go envtest's start; a plane from the pool "
+              f"{pool_wait:.3f} s = {pool_ratio:.3f}x")
     if ours_stop is not None:
         go_part = f", Go envtest {go_stop:.3f} s" if go_stop is not None else ""
         print(f"stop medians: ours {ours_stop:.3f} s{go_part} (target: ours under "
@@ -321,6 +358,10 @@ def main(argv: list[str] | None = None) -> int:
         "headline": {
             "start_ratio_ours_over_go": ratio,
             "start_ratio_admin_readiness_over_go": admin_ratio,
+            "session_start_ratio_over_go": session_ratio,
+            "pool_wait_ratio_over_go": pool_ratio,
+            "rss_total_mb": summary["ours"]["rss_total_mb"]["median"],
+            "anon_total_mb": summary["ours"]["anon_total_mb"]["median"],
             "start_ratio_target": START_TARGET_RATIO,
             "ours_start_median_seconds": ours_start,
             "go_start_median_seconds": go_start,
@@ -328,7 +369,8 @@ def main(argv: list[str] | None = None) -> int:
             "go_stop_median_seconds": go_stop,
             "stop_target_seconds": STOP_TARGET_SECONDS,
         },
-        "runs": {"ours": ours, "ours_admin_readiness": ours_admin, "go_envtest": theirs},
+        "runs": {"ours": ours, "ours_admin_readiness": ours_admin, "ours_in_pytest": sessions,
+                 "go_envtest": theirs},
         "errors": errors,
     }
     args.output.parent.mkdir(parents=True, exist_ok=True)
