@@ -109,3 +109,17 @@ def test_the_readme_gives_the_exploration_figures_the_bench_measured() -> None:
     examples = [results["operators"][name] for name in ("kopf", "go")]
     assert (f"The kopf example ({examples[0]['points']} points, every kind) and the Go order "
             f"keeper ({examples[1]['points']} points)") in readme
+
+
+def test_the_readme_gives_the_start_figures_the_bench_measured() -> None:
+    """Start ratios to Go envtest (alone, the session's first plane, a plane from the pool)
+    and the memory of a lean plane, as bench_controlplane wrote them."""
+    headline = json.loads((RESULTS / "controlplane.json").read_text())["headline"]
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    admin = headline["start_ratio_admin_readiness_over_go"]
+    assert f"(the default) {admin:.2f}x of Go envtest's start" in readme
+    assert "the session's first plane " in readme
+    assert f"({headline['session_start_ratio_over_go']:.2f}x:" in readme
+    assert f"({headline['pool_wait_ratio_over_go']:.3f}x)" in readme
+    assert headline["pool_wait_ratio_over_go"] < 0.1
+    assert f"{headline['anon_total_mb']:.0f} MiB," in readme
