@@ -119,7 +119,7 @@ def test_the_readme_gives_the_start_figures_the_bench_measured() -> None:
     admin = headline["start_ratio_admin_readiness_over_go"]
     assert f"(the default) {admin:.2f}x of Go envtest's start" in readme
     assert "the session's first plane " in readme
-    assert f"({headline['session_start_ratio_over_go']:.2f}x:" in readme
+    assert f"({headline['session_start_ratio_over_go']:.2f}x;" in readme
     assert f"({headline['pool_wait_ratio_over_go']:.3f}x)" in readme
     assert headline["pool_wait_ratio_over_go"] < 0.1
     assert f"{headline['anon_total_mb']:.0f} MiB," in readme
