@@ -143,3 +143,25 @@ def test_wait_for_on_a_dead_component_says_which_died(doomed: ControlPlane, vict
         wait_for(api, "ConfigMap", "never", lambda cm: True, namespace="waits", timeout=30)
     assert died.value.name == victim and died.value.exit_code == -signal.SIGKILL
     assert time.monotonic() - started < 2
+
+
+INNER_500 = textwrap.dedent('''
+    import os
+    import signal
+
+    from kubernetes.client import ApiException
+
+    def test_a_500_as_etcd_dies(envtest):
+        os.kill(envtest.pids["etcd"], signal.SIGKILL)
+        # kube-apiserver answers 500 for want of its etcd before the exit can be seen.
+        raise ApiException(status=500, reason="Internal Server Error")
+''')
+
+
+def test_a_server_error_as_etcd_dies_fails_with_the_death(own_plane_pytester: Any) -> None:
+    own_plane_pytester.makepyfile(test_inner=INNER_500)
+    result = own_plane_pytester.runpytest_subprocess("-p", "no:cacheprovider", timeout=120)
+    result.assert_outcomes(failed=1)
+    output = result.stdout.str()
+    assert "ProcessExitedError: etcd exited with code -9" in output, output[-3000:]
+    assert "the test then failed with ApiException: (500)" in output, output[-3000:]
