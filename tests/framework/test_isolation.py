@@ -7,6 +7,7 @@ import re
 from typing import Any
 
 import psutil
+import pytest
 
 pytest_plugins = ["pytester"]
 
@@ -93,3 +94,67 @@ def test_the_plane_started_ahead_starts_once_the_sessions_first_plane_is_up(
                                                      "no:randomly", "-s", timeout=120)
     result.assert_outcomes(passed=2)
     assert "handed over" in result.stdout.str()
+
+
+DEAD_SPARE = '''
+import http.client, os, signal, ssl
+from pathlib import Path
+
+import psutil
+import pytest
+
+from envtest import eventually
+
+
+def _spare(envtest, name):
+    mine = set(envtest.pids.values())
+    return [p for p in psutil.Process().children(recursive=True)
+            if p.name() == name and p.pid not in mine]
+
+
+def _fully_ready(apiserver):
+    flags = dict(a[2:].split("=", 1) for a in apiserver.cmdline() if a.startswith("--")
+                 and "=" in a)
+    workdir = Path(flags["client-ca-file"]).parent
+    context = ssl.create_default_context(cafile=str(workdir / "serving-ca.crt"))
+    context.load_cert_chain(str(workdir / "user-envtest-admin.crt"),
+                            str(workdir / "user-envtest-admin.key"))
+    connection = http.client.HTTPSConnection("127.0.0.1", int(flags["secure-port"]),
+                                             context=context, timeout=5)
+    try:
+        connection.request("GET", "/readyz")
+        return connection.getresponse().status == 200
+    except OSError:
+        return False
+    finally:
+        connection.close()
+
+
+@pytest.mark.envtest_isolated
+def test_one_kills_the_spare(envtest):
+    # The plane started ahead, once fully ready (its start is over: it waits to be taken).
+    eventually(lambda: len(_spare(envtest, "kube-apiserver")) == 1
+               and _fully_ready(_spare(envtest, "kube-apiserver")[0]), timeout=60)
+    [victim] = _spare(envtest, os.environ["VICTIM"])
+    victim.send_signal(signal.SIGKILL)
+    # Dead, not reaped (its parent, the pool, reads its exit code).
+    eventually(lambda: victim.status() == psutil.STATUS_ZOMBIE, timeout=10)
+
+
+@pytest.mark.envtest_isolated
+def test_two_gets_a_live_plane(k8s):
+    assert k8s.core.list_namespace().items
+'''
+
+
+@pytest.mark.parametrize("victim", ["etcd", "kube-apiserver"])
+def test_a_plane_started_ahead_that_died_is_replaced_not_handed_over(
+        own_plane_pytester: Any, monkeypatch: Any, victim: str) -> None:
+    monkeypatch.setenv("VICTIM", victim)
+    own_plane_pytester.makepyfile(test_spare=DEAD_SPARE)
+    result = own_plane_pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p",
+                                                     "no:randomly", timeout=180)
+    result.assert_outcomes(passed=2)
+    output = result.stdout.str()
+    assert re.search(rf"1 started ahead died before a test took it \({victim} exited with "
+                     r"code -9\) and was replaced", output), output[-3000:]
