@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import textwrap
 import time
@@ -78,7 +79,11 @@ def test_a_dead_component_fails_one_test_fast_and_the_run_goes_on(
 
     # The test that saw the death fails with it: the component, its exit code, its log.
     assert f"ProcessExitedError: {victim} exited with code -9" in output, output[-4000:]
-    assert "last lines of" in output and f"{victim}.log" in output
+    assert f"{victim} exited with code -9; last warnings and errors of" in output
+    assert f"{victim}.log" in output
+    # Its warnings and errors, not its start-up chatter (info lines of either log).
+    assert "ready to serve client requests" not in output, output[-3000:]
+    assert not re.search(r"^E? *I\d{4} \d\d:\d\d", output, re.M), output[-3000:]
     assert "the next test gets a fresh cluster" in output
     # Its report says what died and what it did not collect, and it came fast.
     assert "envtest: cluster died" in output
