@@ -175,3 +175,90 @@ def test_a_disk_filling_mid_run_fails_the_tests_that_count_calls_at_once_saying_
             seconds[test] += duration
     # Each took 10 s or more before (a swallowed mark timeout, then the sync's): now at once.
     assert all(took < 5.0 for took in seconds.values()), dict(seconds)
+
+
+FAILS_ON_A_FULL_DISK = textwrap.dedent('''
+    import errno
+    import os
+    from pathlib import Path
+
+
+    def fill(directory):
+        descriptor = os.open(directory / "filler", os.O_WRONLY | os.O_CREAT, 0o600)
+        chunk = 1 << 20
+        while chunk:
+            try:
+                os.write(descriptor, b"\\0" * chunk)
+            except OSError as exc:
+                assert exc.errno == errno.ENOSPC, exc
+                chunk //= 2
+        os.close(descriptor)
+
+
+    def test_a_fills_the_disk_then_fails(k8s, namespace):
+        fill(Path(os.environ["FULL"]))
+        assert not "the disk is full", "fails on purpose"
+
+
+    def test_b_passes(k8s, namespace):
+        assert k8s.core.list_namespaced_config_map(namespace).items == []
+''')
+
+
+def test_a_failed_tests_report_on_a_full_disk_is_one_line_and_the_results_stay(
+        own_plane_pytester: Any, small_filesystem: Callable[[str], Path],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """pytest's basetemp (where a failed test's report goes by default) on the full TMPDIR:
+    before, an INTERNALERROR OSError 28 from making the report folder, rc 3, no results."""
+    small = small_filesystem("16m")
+    monkeypatch.setenv("TMPDIR", str(small))
+    monkeypatch.setenv("ENVTEST_PORTABLE", "0")  # etcd's data stays on /dev/shm
+    monkeypatch.setenv("FULL", str(small))
+    own_plane_pytester.makepyfile(test_full=FAILS_ON_A_FULL_DISK)
+    result = own_plane_pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", f"--basetemp={small / 'basetemp'}", timeout=180)
+    output = result.stdout.str() + result.stderr.str()
+    assert "INTERNALERROR" not in output and "Traceback" not in output, output
+    result.assert_outcomes(failed=1, passed=1)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    lines = [line for line in output.splitlines() if line.startswith("DiskFullError: ")]
+    assert lines == [f"DiskFullError: no space left on {small}: the failed test's report "
+                     f"needs it ({small / 'basetemp'}); its report is in the terminal only; "
+                     "free space there, or point TMPDIR at a filesystem with room"], output
+    assert "fails on purpose" in output and "envtest: API calls during the test" in output
+
+
+PASSES_TWICE = textwrap.dedent('''
+    def test_c_passes(k8s, namespace):
+        assert k8s.core.list_namespaced_config_map(namespace).items == []
+
+
+    def test_d_passes(k8s, namespace):
+        assert k8s.core.list_namespaced_config_map(namespace).items == []
+''')
+
+
+def test_artifacts_on_a_full_disk_are_one_line_at_the_end_and_the_results_stay(
+        own_plane_pytester: Any, small_filesystem: Callable[[str], Path],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before: both tests passed, then the session's end raised an OSError 28 traceback from
+    copying the control plane's logs, rc 1."""
+    artifacts = small_filesystem("2m")
+    fill(artifacts)
+    work = own_plane_pytester.path / "tmp"
+    work.mkdir()
+    monkeypatch.setenv("TMPDIR", str(work))
+    own_plane_pytester.makepyfile(test_passes=PASSES_TWICE)
+    result = own_plane_pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", f"--envtest-artifacts={artifacts / 'ci'}", timeout=180)
+    output = result.stdout.str() + result.stderr.str()
+    assert "Traceback" not in output and "INTERNALERROR" not in output, output
+    result.assert_outcomes(passed=2)
+    assert result.ret == pytest.ExitCode.OK
+    lines = [line for line in output.splitlines() if "DiskFullError" in line]
+    assert len(lines) == 1, output
+    assert lines[0].startswith(f"envtest: DiskFullError: no space left on {artifacts}: the "
+                               "copy of the control plane's logs needs it"), lines
+    assert lines[0].endswith("free space there, or give the artifacts a folder on a "
+                             "filesystem with room"), lines
+    assert not list(work.glob("pytest-envtest-cp-*")), "the plane's work dir was left"
