@@ -189,7 +189,9 @@ def test_each_verdict_on_an_operator_known_to_earn_it(inner_pytester: Any, tmp_p
     assert "failed on the first faulted run only" in tests["test_flaky"]["outcomes"][0]["reason"]
 
     slow = _by_verdict(tests["test_slow"])
-    assert slow.pop("slow recovery") == ["crash-after-write=1"] and set(slow) == {"passed"}, slow
+    # The receipt's create is a point only when it came before the test returned (it follows
+    # the patch the test waits for at once, but a loaded machine may return in between).
+    assert slow.pop("slow recovery") == ["crash-after-write=1"] and set(slow) <= {"passed"}, slow
     recovered = tests["test_slow"]["outcomes"][0]["recovered_after"]
     assert 2 < recovered < 6, recovered  # the 3 s the fresh instance waits, about
     assert "recovered after" in output

@@ -9,6 +9,7 @@ developer runs it, a process of its own stopped with Ctrl-C.
 from __future__ import annotations
 
 import base64
+import ctypes
 import datetime as dt
 import json
 import os
@@ -123,10 +124,23 @@ def _reset_signals() -> None:
         signal.signal(sig, signal.SIG_DFL)
 
 
-def _up(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+def _up(*args: str, env: dict[str, str] | None = None,
+        unprivileged: bool = False) -> subprocess.Popen[str]:
     return subprocess.Popen([str(ENVTEST_CLI), "up", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, preexec_fn=_reset_signals,
+                            stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=_unprivileged if unprivileged else _reset_signals,
                             env={**os.environ, "COLUMNS": "400", **(env or {})})
+
+
+def _unprivileged() -> None:
+    """In the child: a chmod stops it even as root (which CI runners often are), by dropping
+    the capabilities that override file permissions from what its exec may hold."""
+    _reset_signals()
+    if os.geteuid() == 0:
+        libc = ctypes.CDLL(None, use_errno=True)
+        for capability in (1, 2):  # CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH
+            if libc.prctl(24, capability, 0, 0, 0) != 0:  # PR_CAPBSET_DROP
+                raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
 
 
 def _mode(path: Path) -> int:
@@ -286,7 +300,7 @@ def _snapshot(folder: Path, **manifest: Any) -> Path:
 
 
 @pytest.mark.parametrize("case", ["newer format", "missing file", "not a snapshot",
-                                  "version not to be had"])
+                                  "version not to be had", "unreadable", "unreadable file"])
 def test_a_bad_snapshot_is_an_error_naming_the_fix_and_starts_nothing(
         case: str, tmp_path: Path) -> None:
     folder = tmp_path / "snapshot"
@@ -302,13 +316,24 @@ def test_a_bad_snapshot_is_an_error_naming_the_fix_and_starts_nothing(
         folder.mkdir()
         (folder / "notes.txt").write_text("hello")
         expected = ("is not a snapshot", "manifest.json", "give the snapshot folder")
+    elif case == "unreadable":
+        # Root reads any folder: the CLI then runs without the capabilities for it.
+        _snapshot(folder)
+        folder.chmod(0)
+        expected = ("cannot read", "Permission denied", "chmod -R u+rX", str(folder))
+    elif case == "unreadable file":
+        _snapshot(folder)
+        (folder / "objects.json").unlink()
+        (folder / "objects.json").mkdir()  # an OSError even root meets
+        expected = ("cannot read", "objects.json", "Is a directory")
     else:
         _snapshot(folder, kubernetes_version="1.19.99")
         expected = ("taken on Kubernetes 1.19.99", "cannot be had here",
                     "envtest use 1.19.99")
     up = _up("--restore", str(folder), "--kubeconfig-out", str(tmp_path / "kubeconfig"),
-             env={"ENVTEST_INSTALLED_ONLY": "1"})
+             env={"ENVTEST_INSTALLED_ONLY": "1"}, unprivileged=case == "unreadable")
     output, _ = up.communicate(timeout=120)
+    assert "Traceback" not in output, output
     assert up.returncode == 1, output
     flat = " ".join(output.split())
     assert "envtest: error:" in flat

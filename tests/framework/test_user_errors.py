@@ -170,3 +170,92 @@ def test_paths_in_messages_are_the_files_given(tmp_path: Path) -> None:
     assert str(raised.value).startswith(f"{broken} is not valid YAML: line 5, column 7")
     with pytest.raises(ResourceError, match=r"manifest text is not valid YAML: line \d+, column "):
         load_manifests("apiVersion: v1\nkind: [unclosed\n")
+
+
+BAD_MARKERS = textwrap.dedent('''
+    import pytest
+
+    @pytest.mark.k8s_version("banana")
+    def test_version_banana(k8s):
+        pass
+
+    @pytest.mark.k8s_version("9.99")
+    def test_version_far(k8s):
+        pass
+
+    @pytest.mark.envtest_crds(42)
+    def test_crds_number(k8s):
+        pass
+
+    @pytest.mark.envtest_profile("huge")
+    def test_profile_huge(k8s):
+        pass
+
+    @pytest.mark.envtest_profile()
+    def test_profile_none(k8s):
+        pass
+
+    @pytest.mark.envtest_explore("crashes", diff="yes", limit=-3)
+    def test_explore_kwargs(run_operator):
+        pass
+
+    @pytest.mark.envtest_explore("crashes", limit=-3)
+    def test_explore_limit(run_operator):
+        pass
+
+    @pytest.mark.envtest_explore("crash")
+    def test_explore_kind(run_operator):
+        pass
+
+    @pytest.mark.envtest_isolated("please", size=3)
+    def test_isolated_size(k8s):
+        pass
+
+    @pytest.mark.envtest_isolated("please")
+    def test_isolated_please(k8s):
+        pass
+
+    @pytest.mark.envtest_controllers(7)
+    def test_controllers_number(k8s):
+        pass
+
+    def test_good():
+        pass
+''')
+
+#: Each bad marker's one line: what it names and what it accepts.
+BAD_MARKER_LINES = {
+    "test_version_banana": ("k8s_version('banana')", "use 1.37, 1.37.2"),
+    "test_version_far": ("k8s_version('9.99')", "use 1.37, 1.37.2"),
+    "test_crds_number": ("envtest_crds(42)", "give CRDs as paths"),
+    "test_profile_huge": ("envtest_profile('huge')", "give one of minimal, cluster"),
+    "test_profile_none": ("envtest_profile()", "give one of minimal, cluster"),
+    "test_explore_kwargs": ("diff='yes'", "diff= takes True or False"),
+    "test_explore_limit": ("limit=-3", "limit= takes a whole number, 0 or more"),
+    "test_explore_kind": ("envtest_explore('crash')", "unknown exploration 'crash'; choose"),
+    "test_isolated_size": ("size=3", "no keyword size; it takes none"),
+    "test_isolated_please": ("envtest_isolated('please')", "it takes no argument"),
+    "test_controllers_number": ("envtest_controllers(7)", "give controller names"),
+}
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["alone", "xdist"])
+def test_a_bad_marker_is_one_line_at_its_tests_setup_and_the_others_run(
+        own_plane_pytester: Any, workers: list[str]) -> None:
+    """Before: an INTERNALERROR (a version), a TypeError through the framework (CRDs), a
+    traceback (a profile), or silence (unknown keywords, a negative limit); under xdist a
+    usage error in a worker crashed the run."""
+    own_plane_pytester.makepyfile(test_markers=BAD_MARKERS)
+    result = own_plane_pytester.runpytest_subprocess("-p", "no:cacheprovider", *workers,
+                                                     timeout=180)
+    output = result.stdout.str() + result.stderr.str()
+    assert "INTERNALERROR" not in output and "Traceback" not in output, output
+    result.assert_outcomes(passed=1, errors=len(BAD_MARKER_LINES))
+    found = sections(output)
+    for name, words in BAD_MARKER_LINES.items():
+        body = "\n".join(line for line in found[name].strip().splitlines()
+                         if not line.startswith("[gw"))  # xdist's worker line
+        assert len(body.splitlines()) == 1, (name, body)
+        assert body.startswith("@pytest.mark."), (name, body)
+        for word in words:
+            assert word in body, (name, word, body)

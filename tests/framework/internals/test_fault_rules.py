@@ -166,7 +166,10 @@ def test_the_text_form_sets_what_it_names() -> None:
     ("conflict:verb=put", "unknown verb 'put'"),
     ("conflict:nth=0", "nth counts from 1"),
     ("error:probability=2", "probability must be in (0, 1]"),
-    ("stale=soon", "could not convert string to float"),
+    ("stale=soon", "seconds takes a number of seconds, not 'soon' (e.g. stale=2.5)"),
+    ("crash-after-write=abc", "nth takes a whole number, not 'abc' (e.g. crash-after-write=3)"),
+    ("error:nth=x", "nth takes a whole number, not 'x' (e.g. error:nth=3)"),
+    ("error:probability=high", "probability takes a number over 0, at most 1, not 'high'"),
 ])
 def test_bad_specs_say_what_is_valid(spec: str, says: str) -> None:
     with pytest.raises(ConfigurationError) as raised:
