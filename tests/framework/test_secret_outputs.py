@@ -123,3 +123,90 @@ def test_no_decoy_in_any_output_and_every_file_private(
         assert stat.S_IMODE(path.stat().st_mode) == 0o600, f"{path} is not 0600"
     for folder in {p.parent for p in files} | {reports, artifacts}:  # all made by the run
         assert stat.S_IMODE(folder.stat().st_mode) == 0o700, f"{folder} is not 0700"
+
+
+UNSEEN = ("rotated", "deleted", "default", "printed", "captured")
+
+INNER_UNSEEN = textwrap.dedent('''
+    import base64
+    import logging
+    import os
+
+    import kubernetes
+    import pytest
+
+    from envtest import eventually
+
+    D = {route: os.environ["DECOY_" + route.upper()] for route in %(routes)r}
+
+
+    @pytest.fixture
+    def in_default(k8s):
+        """A Secret in ``default``, there while the test fails (removed after the report)."""
+        name = "unseen-" + D["default"][-8:]
+        k8s.core.create_namespaced_secret("default", {"metadata": {"name": name},
+                                                      "stringData": {"v": D["default"]}})
+        yield name
+        k8s.core.delete_namespaced_secret(name, "default")
+
+
+    def test_leaks_nothing(namespace, k8s, run_operator, in_default):
+        for route in ("rotated", "deleted", "printed", "captured"):
+            k8s.core.create_namespaced_secret(namespace, {"metadata": {"name": route},
+                                                          "stringData": {"v": D[route]}})
+
+        def leaky(api_client, stop):
+            core = kubernetes.client.CoreV1Api(api_client)
+
+            def value(name, where=namespace):
+                return base64.b64decode(core.read_namespaced_secret(name, where).data["v"]
+                                        ).decode()
+
+            log = logging.getLogger("leaky")
+            log.warning("rotated %%s", value("rotated"))
+            log.warning("deleted %%s", value("deleted"))
+            log.warning("default %%s", value(in_default, "default"))
+            print("printed", value("printed"), flush=True)
+            logging.getLogger("elsewhere").warning("captured %%s", value("captured"))
+            log.warning("all told")
+            stop.wait()
+
+        operator = run_operator(leaky, name="leaky", loggers=["leaky"],
+                                groups=["system:masters"])
+        eventually(lambda: "all told" in operator.logs(), timeout=20)
+        k8s.core.patch_namespaced_secret("rotated", namespace,
+                                         {"stringData": {"v": "the-value-it-has-now"}})
+        k8s.core.delete_namespaced_secret("deleted", namespace)
+        assert False, "fail on purpose: every output is written"
+''') % {"routes": UNSEEN}
+
+
+def test_values_the_report_never_lists_are_scrubbed_too(
+        inner_pytester: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Recording off, the Secrets listed at failure time are the test's namespaces' as they
+    are then: before, a value rotated away, a deleted Secret's, one in ``default``, and
+    anything a thread operator printed or logged to pytest's capture showed in clear."""
+    decoys = {route: f"decoy-{route}-{secrets.token_hex(6)}" for route in UNSEEN}
+    for route, value in decoys.items():
+        monkeypatch.setenv(f"DECOY_{route.upper()}", value)
+    inner_pytester.makepyfile(test_unseen=INNER_UNSEEN)
+    # Recording off: --envtest-report and --envtest-artifacts record the session's changes
+    # (the recorder learns every Secret it sees); the report goes to pytest's basetemp.
+    basetemp = tmp_path / "basetemp"
+    result = inner_pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", f"--basetemp={basetemp}", timeout=300)
+    result.assert_outcomes(failed=1)
+    printed = result.stdout.str() + result.stderr.str()
+    # Each route was taken: the operator-log section, pytest's captured stdout and log.
+    for line in ("rotated <redacted>", "deleted <redacted>", "default <redacted>",
+                 "printed <redacted>", "captured <redacted>"):
+        assert line in printed, (line, printed)
+    assert "Captured stdout call" in printed and "Captured log call" in printed, printed
+    files = [p for p in (basetemp / "envtest-reports").rglob("*") if p.is_file()]
+    assert any(p.name == "timeline.html" for p in files), files
+    texts = {str(p.relative_to(tmp_path)): p.read_text(errors="replace") for p in files}
+    texts["terminal"] = printed
+    for route, value in decoys.items():
+        for form in _forms(value):
+            leaked = [name for name, text in texts.items() if form in text]
+            assert not leaked, f"the {route} decoy ({form}) leaked into {leaked}"
