@@ -128,7 +128,10 @@ def test_exec_without_a_handler_says_how_to_give_one(apply, wait_for, k8s, names
                      command=["true"], stderr=True, stdout=True, _preload_content=False)
     session.run_forever(timeout=20)
     assert not session.is_open()  # ended by the kubelet API, not by the timeout
-    error = json.loads(session.read_channel(3))["message"]
+    # As a runtime answers a command it cannot run: before, the client's returncode raised
+    # "invalid literal for int() with base 10: 'no exec handler ...'".
+    assert session.returncode == 126
+    error = session.read_stderr()
     assert f'no exec handler for container "c" of Pod {namespace}/web' in error
     assert "PodPlan(exec_handler=fn)" in error
     assert time.monotonic() - started < 15
