@@ -5,9 +5,17 @@ from __future__ import annotations
 
 import copy
 import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
+import kubernetes
 import pytest
+import yaml
+from framework_helpers import LineReader
 from kubernetes.client.rest import ApiException
 
 import envtest
@@ -252,3 +260,68 @@ def test_at_teardown_the_conversion_goes_back_to_none_and_objects_stay_readable(
     for version in ("v1", "v1alpha1"):
         listed = k8s.custom.list_namespaced_custom_object(GROUP, version, namespace, "hosts")
         assert [item["metadata"]["name"] for item in listed["items"]] == ["ada"]
+
+
+# -- envtest up: what works from the command line ------------------------------------------
+
+ENVTEST_CLI = Path(sys.executable).parent / "envtest"
+
+
+def _reset_signals() -> None:
+    """``envtest up`` is stopped by SIGINT: not ignored, whatever this run inherited."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def _up(tmp_path: Path, *args: str) -> subprocess.Popen[str]:
+    crd = tmp_path / "crd.yaml"
+    crd.write_text(yaml.safe_dump(person_crd("cliguests", "CliGuest")))
+    return subprocess.Popen(
+        [str(ENVTEST_CLI), "up", "--crd", str(crd), "--kubeconfig-out",
+         str(tmp_path / "kubeconfig"), *args], stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True, preexec_fn=_reset_signals,
+        env={**os.environ, "ENVTEST_INSTALLED_ONLY": "1", "COLUMNS": "400"})
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    ((), ("CRD cliguests.conversion.example.com converts its versions through a webhook at "
+          "the Service system/webhook-service", "--without-conversion",
+          "--conversion-url https://127.0.0.1:9443/convert", "--conversion-ca")),
+    (("--conversion-url", "http://127.0.0.1:9443/convert"), ("over HTTPS only",)),
+], ids=["no-way-given", "plain-http"])
+def test_envtest_up_refuses_a_service_conversion_with_what_works_from_the_cli(
+        tmp_path: Path, args: tuple[str, ...], says: tuple[str, ...]) -> None:
+    """Before: the library's advice, webhooks.route(...), which no shell can follow."""
+    up = _up(tmp_path, *args)
+    output, _ = up.communicate(timeout=120)
+    assert up.returncode == 1, output
+    flat = " ".join(output.split())
+    assert flat.startswith("envtest: error:"), output
+    for words in says:
+        assert words in flat, (words, output)
+    assert "webhooks.route" not in flat and "Traceback" not in output
+    assert not (tmp_path / "kubeconfig").exists()  # nothing started
+
+
+def test_envtest_up_serves_a_service_conversion_crd_without_conversion(tmp_path: Path) -> None:
+    up = _up(tmp_path, "--without-conversion")
+    reader = LineReader(up)
+    try:
+        reader.wait_for("Press Ctrl-C", timeout=180)
+        api = kubernetes.config.new_client_from_config(str(tmp_path / "kubeconfig"))
+        try:
+            crd = kubernetes.client.ApiextensionsV1Api(api).read_custom_resource_definition(
+                f"cliguests.{GROUP}")
+            assert crd.spec.conversion.strategy == "None"
+            custom = kubernetes.client.CustomObjectsApi(api)
+            custom.create_namespaced_custom_object(GROUP, "v1alpha1", "default", "cliguests",
+                                                   person("CliGuest", "v1alpha1", "ada",
+                                                          fullName="Ada Lovelace"))
+            as_v1 = custom.get_namespaced_custom_object(GROUP, "v1", "default", "cliguests",
+                                                        "ada")
+            # No conversion: only apiVersion changes (v1's schema prunes fullName away).
+            assert (as_v1["apiVersion"], as_v1["spec"]) == (f"{GROUP}/v1", {})
+        finally:
+            api.close()
+    finally:
+        up.send_signal(signal.SIGINT)
+        assert up.wait(timeout=60) == 0
