@@ -19,7 +19,7 @@ from envtest.api.explore import (
     invariant_findings,
     learn_noise,
 )
-from envtest.api.explore.endstate import canonical, normalize
+from envtest.api.explore.endstate import canonical, end_state, normalize
 from envtest.api.explore.merge import document, merge, read_documents, summary_lines
 from envtest.errors import ConfigurationError
 from envtest.pytest_plugin.explore_queue import PointQueue, parse_shard
@@ -58,6 +58,44 @@ def test_what_two_clean_runs_differ_in_is_noise_and_judged_no_more() -> None:
     status = state(configmaps_r=[{"data": {"by": "a1", "size": "1"}, "status": {"ok": 1}}])
     assert compare_end_states(first, status, noise) == [
         "status: configmaps r: status: (absent) -> {'ok': 1}"]
+
+
+def _pod(node: str, ip: str) -> tuple[str, dict]:
+    return ("pods web-5886d967cf-*", {
+        "metadata": {"name": "web-5886d967cf-x7k2p", "namespace": "ns-1"},
+        "spec": {"nodeName": node, "volumes": [{"name": "kube-api-access-b4n9q"}]},
+        "status": {"podIP": ip, "podIPs": [{"ip": ip}], "hostIP": "127.0.0.1"}})
+
+
+def _head(ip: str) -> tuple[str, dict]:
+    """An operator's record of where the head Pod is: the placement copied into a URL."""
+    return ("configmaps head", {"metadata": {"name": "head", "namespace": "ns-1"},
+                                "data": {"url": f"http://{ip}:8265", "other": "10.244.1.50"}})
+
+
+def test_where_a_run_placed_its_pods_is_learnt_and_judged_no_more() -> None:
+    """Two clean runs that drew the same Node (so learning from their difference missed it),
+    then a faulted run on another Node and IP: not a difference (before: 'changed: pods
+    web-*: spec.nodeName: envtest-node-1 -> envtest-node-2', a false alarm)."""
+    first = end_state([_pod("envtest-node-1", "10.244.1.5"), _head("10.244.1.5")], ["ns-1"])
+    second = end_state([_pod("envtest-node-1", "10.244.1.5"), _head("10.244.1.5")], ["ns-2"])
+    noise = learn_noise(first, second)
+    assert noise == {}
+    faulted = end_state([_pod("envtest-node-2", "10.244.2.7"), _head("10.244.2.7")], ["ns-3"])
+    assert compare_end_states(first, faulted, noise) == []
+    [pod] = first.objects["pods web-5886d967cf-*"]
+    assert (pod["spec"]["nodeName"], pod["status"]["podIP"], pod["status"]["hostIP"]) == (
+        "<node>", "<ip>", "<ip>")
+    assert pod["spec"]["volumes"] == [{"name": "kube-api-access-*"}]
+    [head] = first.objects["configmaps head"]
+    assert head["data"] == {"url": "http://<ip>:8265", "other": "10.244.1.50"}  # not its IP
+    # What the operator decides is still judged: another port in its URL is a difference.
+    moved = end_state([_pod("envtest-node-2", "10.244.2.7"),
+                       ("configmaps head", {"metadata": {"name": "head"},
+                                            "data": {"url": "http://10.244.2.7:9999",
+                                                     "other": "10.244.1.50"}})], ["ns-4"])
+    assert compare_end_states(first, moved, noise) == [
+        "changed: configmaps head: data.url: 'http://<ip>:8265' -> 'http://<ip>:9999'"]
 
 
 def test_the_invariants_name_what_broke_and_only_that() -> None:
