@@ -129,3 +129,29 @@ def test_report_per_test_and_for_failures(inner_pytester: Any, tmp_path: Path) -
     assert dom.count("; stored nothing") == 3, dom
     assert re.search(r"update dials/status \S+ -&gt; 200; MODIFIED \d+: status\.level", dom)
     assert dom.count("<td>pytest-envtest:spammer update</td>") == 1  # once, not per recorder
+
+
+def test_already_exists_is_told_apart_from_a_conflict(k8s: Any, namespace: str,
+                                                       api_calls: Any, tmp_path: Path) -> None:
+    """Both are 409: a create of a taken name (AlreadyExists) and an update from a stale
+    resourceVersion (Conflict) point at different bugs; before, both counted as conflicts."""
+    from kubernetes.client.rest import ApiException
+
+    from envtest import TimelineInput, write_report
+
+    made = k8s.core.create_namespaced_config_map(namespace, {"metadata": {"name": "a"}})
+    with pytest.raises(ApiException) as exists:
+        k8s.core.create_namespaced_config_map(namespace, {"metadata": {"name": "a"}})
+    assert exists.value.reason == "Conflict" and "already exists" in exists.value.body
+    k8s.core.patch_namespaced_config_map("a", namespace, {"data": {"x": "1"}})
+    stale = {"metadata": {"name": "a", "resourceVersion": made.metadata.resource_version}}
+    with pytest.raises(ApiException) as conflict:
+        k8s.core.replace_namespaced_config_map("a", namespace, stale)
+    assert conflict.value.status == 409
+    writes = api_calls.calls(resource="configmaps", name="a", writes_only=True)
+    assert [(c.verb, c.code) for c in writes] == [
+        ("create", 201), ("create", 409), ("patch", 200), ("update", 409)]
+    page = write_report(tmp_path / "report.html", TimelineInput("409s", writes=writes))
+    html = page.read_text()
+    assert '<b class="conflicts">1</b>' in html and '<b class="exists">1</b>' in html
+    assert html.count('class="mark exists"') == 1 and html.count('class="mark conflict"') == 1

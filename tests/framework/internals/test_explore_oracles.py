@@ -23,6 +23,7 @@ from envtest.api.explore.endstate import canonical, end_state, normalize
 from envtest.api.explore.merge import document, merge, read_documents, summary_lines
 from envtest.errors import ConfigurationError
 from envtest.pytest_plugin.explore_queue import PointQueue, parse_shard
+from envtest.pytest_plugin.explore_runs import not_reached_reason
 
 
 def state(**objects: list[dict]) -> EndState:
@@ -165,3 +166,19 @@ def test_shards_merge_into_one_test_each_point_once(tmp_path: Path) -> None:
     (tmp_path / "bad.json").write_text("{}")
     with pytest.raises(ConfigurationError, match="is not an exploration summary of format 1"):
         read_documents([tmp_path / "bad.json"])
+
+
+def test_a_point_not_reached_says_what_its_fault_waited_for() -> None:
+    """Before: every one read 'the operator wrote less in those runs', a watch point too."""
+    stale = FaultPoint("stale", "stale=3:resource=pods", "watch events of pods held back 3 s")
+    crash = FaultPoint("crashes", "crash-after-write=4", "crash after write #4")
+    execs = FaultPoint("errors", "error=500:verb=exec,nth=2", "500 on exec #2")
+    exploration = Exploration("t.py::t", ("crashes", "errors", "stale"), found=3, chosen=3)
+    exploration.outcomes = [PointOutcome(p, "not reached", 1.0, reason=not_reached_reason(p))
+                            for p in (stale, crash, execs)]
+    text = exploration.text()
+    assert ("watch events of pods held back 3 s (the operator opened no such watch in that "
+            "run before the test returned)") in text, text
+    assert ("crash after write #4 (the operator sent fewer writes in that run before the "
+            "test returned)") in text, text
+    assert "500 on exec #2 (the operator sent fewer such requests in that run)" in text, text
