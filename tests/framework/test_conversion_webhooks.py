@@ -229,6 +229,25 @@ def test_install_crds_routes_conversion_through_the_tests_server(webhooks, insta
         GROUP, "v1alpha1", namespace, "people", "grace")["spec"] == {"fullName": "Grace Hopper"}
 
 
+def test_the_frameworks_own_changes_are_its_own_user_left_out_of_the_tests_calls(
+        webhooks, install_crds, k8s, namespace, api_calls):
+    """The conversion pointed at the test's server and the probes that prove it in use are
+    the framework's, not the test's (before: all of them under envtest-admin, the test's
+    own user, in its API calls and its timeline)."""
+    webhooks.route("/convert", convert)
+    install_crds(person_crd("members", "Member"))
+    k8s.core.create_namespaced_config_map(namespace, {"metadata": {"name": "mine"}})
+    framework = "pytest-envtest:framework"
+    theirs = api_calls.calls(user=framework, writes_only=True)
+    assert {c.resource for c in theirs} >= {"customresourcedefinitions", "conversionprobes"}
+    mine = api_calls.calls(writes_only=True)
+    assert framework not in {c.user for c in mine}
+    assert not [c for c in mine if c.resource in ("customresourcedefinitions",
+                                                   "conversionprobes")], mine
+    assert [(c.verb, c.resource, c.name) for c in mine if c.resource == "configmaps"] == [
+        ("create", "configmaps", "mine")]
+
+
 @pytest.mark.envtest_crds(person_crd("guests", "Guest"), conversion={"/convert": convert})
 def test_the_marker_installs_a_conversion_crd_with_its_handler(k8s, namespace):
     k8s.custom.create_namespaced_custom_object(GROUP, "v1alpha1", namespace, "guests",
