@@ -10,9 +10,11 @@ impersonated), so RBAC and the audit log see it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import queue
 import shutil
+import socket
 import textwrap
 import threading
 from pathlib import Path
@@ -21,7 +23,7 @@ from typing import Any
 import pytest
 from framework_helpers import KUBECTL
 from kubernetes.client import ApiException, CoreV1Api
-from kubernetes.stream import stream
+from kubernetes.stream import portforward, stream
 
 from envtest import ExecResult, Faults, eventually
 
@@ -100,6 +102,61 @@ def test_rbac_judges_the_operators_exec(web: str, run_operator: Any, namespace: 
     assert [e.code for e in faults.exchanges if e.request.verb == "exec"] == [101]
 
 
+def test_an_operator_port_forwards_and_attaches_through_its_proxy(
+        apply: Any, wait_for: Any, kubelet: Any, run_operator: Any, namespace: str,
+        faults: Faults) -> None:
+    """The Python client's port-forward (a WebSocket of its own) and attach, through the
+    proxy to the simulated Node: what the test's listener answers comes back."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    served: list[bytes] = []
+
+    def serve() -> None:
+        with contextlib.suppress(OSError):
+            conn, _ = listener.accept()
+            with conn:
+                data = conn.recv(4096)
+                served.append(data)
+                conn.sendall(data.upper())
+    server = threading.Thread(target=serve, daemon=True)
+    server.start()
+    kubelet.plan("t=db", ports={5432: listener.getsockname()[1]})
+    _running(apply, wait_for, "db")
+    results: queue.Queue = queue.Queue()
+
+    def operator(api_client: Any, stop: threading.Event) -> None:
+        core = CoreV1Api(api_client)
+        try:
+            forward = portforward(core.connect_get_namespaced_pod_portforward, "db", namespace,
+                                  ports="5432")
+            sock = forward.socket(5432)
+            sock.settimeout(20)
+            sock.sendall(b"select 1\n")
+            answer = b""
+            while chunk := sock.recv(4096):
+                answer += chunk
+            sock.close()
+            attach = stream(core.connect_get_namespaced_pod_attach, "db", namespace,
+                            stdout=True, stderr=True, stdin=False, tty=False,
+                            _preload_content=False)
+            attach.update(timeout=5)
+            results.put((answer, attach.is_open()))
+            attach.close()
+        except Exception as exc:
+            results.put(("error", " ".join(str(exc).split())))
+        stop.wait()
+
+    run_operator(operator, name="forwarder")
+    try:
+        assert results.get(timeout=30) == (b"SELECT 1\n", True)
+    finally:
+        listener.close()
+        server.join(timeout=5)
+    assert served == [b"select 1\n"]
+    verbs = [(e.request.verb, e.code) for e in faults.exchanges
+             if e.request.verb in ("portforward", "attach")]
+    assert verbs == [("portforward", 101), ("attach", 101)], verbs
+
+
 @needs_kubectl
 @pytest.mark.parametrize("websockets", ["true", "false"], ids=["websocket", "spdy"])
 def test_kubectl_execs_through_the_proxy(web: str, run_operator: Any, namespace: str,
@@ -143,7 +200,7 @@ EXPLORED_EXECER = textwrap.dedent('''
 
     import pytest
     from kubernetes.client import ApiException, CoreV1Api
-    from kubernetes.stream import stream
+    from kubernetes.stream import portforward, stream
 
     from envtest import ExecResult, eventually
 
