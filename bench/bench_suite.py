@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import resource
 import subprocess
@@ -53,6 +54,27 @@ def kind_of(process: psutil.Process) -> str:
     return "other"
 
 
+#: What a Python process under the run is, by its command line, first match wins.
+PYTHON_ROLES = (
+    ("xdist workers (the tests themselves)", ("execnet", "import sys;exec(eval(")),
+    ("inner pytest sessions", ("-mpytest", "-m pytest", "pytest ")),
+    ("envtest CLI", ("envtest ", "/envtest", "envtest.cli")),
+)
+
+
+def python_role(process: psutil.Process) -> str:
+    """Which Python process this is (an xdist worker, an inner session, the CLI, the rest:
+    operators run as commands, example scripts, helpers)."""
+    try:
+        command = " ".join(process.cmdline())
+    except psutil.Error:
+        return "gone"
+    for role, marks in PYTHON_ROLES:
+        if any(mark in command for mark in marks):
+            return role
+    return "other Python (operators as commands, example scripts, helpers)"
+
+
 class CpuSampler(threading.Thread):
     """The CPU seconds of every process under ``root``, by kind, sampled once a second."""
 
@@ -62,6 +84,7 @@ class CpuSampler(threading.Thread):
         self.stop = threading.Event()
         self.last: dict[tuple[int, float], tuple[str, float]] = {}
         self.starts: defaultdict[str, int] = defaultdict(int)
+        self.roles: dict[tuple[int, float], str] = {}
 
     def run(self) -> None:
         while not self.stop.wait(1.0):
@@ -75,6 +98,8 @@ class CpuSampler(threading.Thread):
                         times = process.cpu_times()
                         key = (process.pid, process.create_time())
                         kind = kind_of(process)
+                        if kind == "python" and key not in self.roles:
+                            self.roles[key] = python_role(process)
                 except psutil.Error:
                     continue
                 if key not in self.last:
@@ -87,6 +112,16 @@ class CpuSampler(threading.Thread):
             seconds[kind] += cpu
         return {kind: {"cpu_seconds": round(value, 1), "processes": self.starts[kind]}
                 for kind, value in sorted(seconds.items(), key=lambda kv: -kv[1])}
+
+    def python_by_role(self) -> dict[str, dict[str, float]]:
+        """The Python processes' CPU by what they are (:data:`PYTHON_ROLES`)."""
+        seconds: defaultdict[str, float] = defaultdict(float)
+        counts: defaultdict[str, int] = defaultdict(int)
+        for key, role in self.roles.items():
+            seconds[role] += self.last[key][1] if key in self.last else 0.0
+            counts[role] += 1
+        return {role: {"cpu_seconds": round(value, 1), "processes": counts[role]}
+                for role, value in sorted(seconds.items(), key=lambda kv: -kv[1])}
 
 
 def main() -> None:
@@ -101,7 +136,9 @@ def main() -> None:
                    f"--suite-items={items_file}", "-q", *args.pytest_args]
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         started = time.monotonic()
-        process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE,
+        # As the Makefile does: bytecode cached, whatever the environment says.
+        environment = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, env=environment,
                                    stderr=subprocess.STDOUT, text=True)
         sampler = CpuSampler(process.pid)
         sampler.start()
@@ -128,6 +165,7 @@ def main() -> None:
         "outcome": summary[-1][0], "suite_seconds": float(summary[-1][1]),
         "wall": round(wall, 1), "cpu_seconds": round(cpu_total, 1),
         "cores": psutil.cpu_count(), "groups": groups, "cpu_by_process": sampler.by_kind(),
+        "python_by_role": sampler.python_by_role(),
         "test_seconds": round(sum(e["seconds"] for e in tests.values()), 1),
         "failed": sorted(n for n, e in tests.items() if e["outcome"] == "failed"),
         "slowest": [{"test": nodeid, "seconds": round(e["seconds"], 1),
@@ -141,6 +179,9 @@ def main() -> None:
     for kind, figures in results["cpu_by_process"].items():
         print(f"  {figures['cpu_seconds']:7.1f} CPU s  {figures['processes']:4d} processes  "
               f"{kind}")
+    for role, figures in results["python_by_role"].items():
+        print(f"  {figures['cpu_seconds']:7.1f} CPU s  {figures['processes']:4d} processes  "
+              f"python: {role}")
     save_json(args.out, results)
     args.out.with_suffix(".log").write_text(output)
     if process.returncode != 0:
