@@ -124,6 +124,30 @@ class CpuSampler(threading.Thread):
                 for role, value in sorted(seconds.items(), key=lambda kv: -kv[1])}
 
 
+def _workers(tests: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """When each worker ran out of tests, and the tests that ran last: a worker done long
+    before the others is a core idle at the end (a long test started late)."""
+    timed = {name: e for name, e in tests.items() if "start" in e and "stop" in e}
+    if not timed:
+        return {"workers": {}, "last_to_finish": []}
+    origin = min(e["start"] for e in timed.values())
+    workers: dict[str, dict[str, Any]] = {}
+    for entry in timed.values():
+        figures = workers.setdefault(entry.get("worker", "main"),
+                                     {"tests": 0, "busy_seconds": 0.0, "done_at": 0.0})
+        figures["tests"] += 1
+        figures["busy_seconds"] += entry["seconds"]
+        figures["done_at"] = max(figures["done_at"], entry["stop"] - origin)
+    for figures in workers.values():
+        figures["busy_seconds"] = round(figures["busy_seconds"], 1)
+        figures["done_at"] = round(figures["done_at"], 1)
+    last = sorted(timed.items(), key=lambda kv: -kv[1]["stop"])[:10]
+    return {"workers": dict(sorted(workers.items())),
+            "last_to_finish": [{"test": name, "worker": e.get("worker", "main"),
+                                "from": round(e["start"] - origin, 1),
+                                "to": round(e["stop"] - origin, 1)} for name, e in last]}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--workers", default="2")
@@ -158,6 +182,7 @@ def main() -> None:
         group["seconds"] += entry["seconds"]
     for group in groups.values():
         group["seconds"] = round(group["seconds"], 1)
+    workers = _workers(tests)
     cpu_total = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     slowest = sorted(tests.items(), key=lambda kv: -kv[1]["seconds"])[:40]
     results = {
@@ -167,6 +192,7 @@ def main() -> None:
         "cores": psutil.cpu_count(), "groups": groups, "cpu_by_process": sampler.by_kind(),
         "python_by_role": sampler.python_by_role(),
         "test_seconds": round(sum(e["seconds"] for e in tests.values()), 1),
+        "workers": workers["workers"], "last_to_finish": workers["last_to_finish"],
         "failed": sorted(n for n, e in tests.items() if e["outcome"] == "failed"),
         "slowest": [{"test": nodeid, "seconds": round(e["seconds"], 1),
                      "group": e.get("group", "")} for nodeid, e in slowest],
@@ -182,6 +208,13 @@ def main() -> None:
     for role, figures in results["python_by_role"].items():
         print(f"  {figures['cpu_seconds']:7.1f} CPU s  {figures['processes']:4d} processes  "
               f"python: {role}")
+    for worker, figures in results["workers"].items():
+        print(f"  {worker}: {figures['tests']} tests, busy {figures['busy_seconds']} s, "
+              f"done at {figures['done_at']} s")
+    print("  the last to finish:")
+    for entry in results["last_to_finish"]:
+        print(f"    {entry['from']:6.1f} -> {entry['to']:6.1f} s  {entry['worker']}  "
+              f"{entry['test']}")
     save_json(args.out, results)
     args.out.with_suffix(".log").write_text(output)
     if process.returncode != 0:

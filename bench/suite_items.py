@@ -69,6 +69,11 @@ class _Collector:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         entry = self.tests.setdefault(report.nodeid, {"seconds": 0.0, "outcome": "passed"})
         entry["seconds"] += report.duration
+        entry.setdefault("start", report.start)
+        entry["stop"] = report.stop
+        node = getattr(report, "node", None)
+        if node is not None:
+            entry["worker"] = node.gateway.id
         entry[report.when] = round(report.duration, 3)
         for name, value in report.user_properties:
             if name == _PROPERTY:
