@@ -27,6 +27,7 @@ import tempfile
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -83,7 +84,6 @@ class CpuSampler(threading.Thread):
         self.root = root
         self.stop = threading.Event()
         self.last: dict[tuple[int, float], tuple[str, float]] = {}
-        self.starts: defaultdict[str, int] = defaultdict(int)
         self.roles: dict[tuple[int, float], str] = {}
 
     def run(self) -> None:
@@ -102,26 +102,26 @@ class CpuSampler(threading.Thread):
                             self.roles[key] = python_role(process)
                 except psutil.Error:
                     continue
-                if key not in self.last:
-                    self.starts[kind] += 1
                 self.last[key] = (kind, times.user + times.system)
 
     def by_kind(self) -> dict[str, dict[str, float]]:
-        seconds: defaultdict[str, float] = defaultdict(float)
-        for kind, cpu in self.last.values():
-            seconds[kind] += cpu
-        return {kind: {"cpu_seconds": round(value, 1), "processes": self.starts[kind]}
-                for kind, value in sorted(seconds.items(), key=lambda kv: -kv[1])}
+        return _table(self.last.values())
 
     def python_by_role(self) -> dict[str, dict[str, float]]:
         """The Python processes' CPU by what they are (:data:`PYTHON_ROLES`)."""
-        seconds: defaultdict[str, float] = defaultdict(float)
-        counts: defaultdict[str, int] = defaultdict(int)
-        for key, role in self.roles.items():
-            seconds[role] += self.last[key][1] if key in self.last else 0.0
-            counts[role] += 1
-        return {role: {"cpu_seconds": round(value, 1), "processes": counts[role]}
-                for role, value in sorted(seconds.items(), key=lambda kv: -kv[1])}
+        return _table((role, self.last[key][1]) for key, role in self.roles.items()
+                      if key in self.last)
+
+
+def _table(processes: Iterable[tuple[str, float]]) -> dict[str, dict[str, float]]:
+    """CPU seconds and processes by name, from (name, CPU seconds) a process, most first."""
+    seconds: defaultdict[str, float] = defaultdict(float)
+    counts: defaultdict[str, int] = defaultdict(int)
+    for name, cpu in processes:
+        seconds[name] += cpu
+        counts[name] += 1
+    return {name: {"cpu_seconds": round(value, 1), "processes": counts[name]}
+            for name, value in sorted(seconds.items(), key=lambda kv: -kv[1])}
 
 
 def _workers(tests: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -202,12 +202,11 @@ def main() -> None:
           f"seconds add up to {results['test_seconds']})")
     for name, group in sorted(groups.items(), key=lambda kv: -kv[1]["seconds"]):
         print(f"  {group['seconds']:7.1f} s  {group['tests']:4d} tests  {name}")
-    for kind, figures in results["cpu_by_process"].items():
-        print(f"  {figures['cpu_seconds']:7.1f} CPU s  {figures['processes']:4d} processes  "
-              f"{kind}")
-    for role, figures in results["python_by_role"].items():
-        print(f"  {figures['cpu_seconds']:7.1f} CPU s  {figures['processes']:4d} processes  "
-              f"python: {role}")
+    for prefix, table in (("", results["cpu_by_process"]),
+                          ("python: ", results["python_by_role"])):
+        for name, figures in table.items():
+            print(f"  {figures['cpu_seconds']:7.1f} CPU s  {figures['processes']:4d} "
+                  f"processes  {prefix}{name}")
     for worker, figures in results["workers"].items():
         print(f"  {worker}: {figures['tests']} tests, busy {figures['busy_seconds']} s, "
               f"done at {figures['done_at']} s")

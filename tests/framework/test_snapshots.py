@@ -157,6 +157,20 @@ def _leftovers(pid: int) -> tuple[list[psutil.Process], list[Path]]:
     return survivors(processes), sorted(Path(tempfile.gettempdir()).glob(f"{marker}*"))
 
 
+def _end(up: subprocess.Popen[str]) -> None:
+    """Stop an ``envtest up`` still running as Ctrl-C would, then by force, with whatever
+    it left: the end of a test that expected it to refuse and exit."""
+    if up.poll() is None:
+        up.send_signal(signal.SIGINT)
+        try:
+            up.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            up.kill()
+            up.wait()
+    for process in _leftovers(up.pid)[0]:
+        process.kill()
+
+
 def _stop(up: subprocess.Popen[str], reader: LineReader, children: list[psutil.Process]) -> None:
     up.send_signal(signal.SIGINT)
     assert up.wait(timeout=60) == 0
@@ -332,7 +346,10 @@ def test_a_bad_snapshot_is_an_error_naming_the_fix_and_starts_nothing(
                     "envtest use 1.19.99")
     up = _up("--restore", str(folder), "--kubeconfig-out", str(tmp_path / "kubeconfig"),
              env={"ENVTEST_INSTALLED_ONLY": "1"}, unprivileged=case == "unreadable")
-    output, _ = up.communicate(timeout=120)
+    try:
+        output, _ = up.communicate(timeout=120)
+    finally:
+        _end(up)  # a refusal that did not come leaves a plane running: never past the test
     assert "Traceback" not in output, output
     assert up.returncode == 1, output
     flat = " ".join(output.split())
