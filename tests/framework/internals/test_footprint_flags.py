@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from envtest.controlplane.footprint import apiserver_flags
+from envtest.controlplane.footprint import apiserver_flags, go_env
 
 
 def _disabled(minor: int | None, scheduler: bool = False) -> set[str]:
@@ -38,3 +38,13 @@ def test_flowcontrol_v1beta3_is_turned_off_while_it_is_served(minor: int, v1beta
 def test_the_scheduler_keeps_dynamic_resource_allocation() -> None:
     assert "resource.k8s.io/v1" not in _disabled(37, scheduler=True)
     assert apiserver_flags("full", False, 37) == {}
+
+
+def test_lean_asks_for_gogc_50_unless_the_environment_sets_it(monkeypatch) -> None:
+    # `make test` sets GOGC for its own planes: the default is checked here, where no
+    # environment decides it.
+    monkeypatch.delenv("GOGC", raising=False)
+    assert go_env("lean") == {"GOGC": "50"}
+    assert go_env("full") == {}
+    monkeypatch.setenv("GOGC", "400")
+    assert go_env("lean") == {}
