@@ -148,10 +148,21 @@ def _workers(tests: dict[str, dict[str, Any]]) -> dict[str, Any]:
                                 "to": round(e["stop"] - origin, 1)} for name, e in last]}
 
 
+def durations(tests: dict[str, dict[str, Any]], floor: float = 1.0) -> dict[str, float]:
+    """Each test's seconds, of those that took ``floor`` or more (the rest count as short)."""
+    return {nodeid: round(entry["seconds"], 1) for nodeid, entry in sorted(tests.items())
+            if entry["seconds"] >= floor}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--workers", default="2")
     parser.add_argument("--out", type=Path, default=RESULTS / "suite.json")
+    parser.add_argument("--gogc", default=os.environ.get("SUITE_GOGC", "400"),
+                        help="GOGC of the suite's Go processes (make test's SUITE_GOGC)")
+    parser.add_argument("--durations-out", type=Path, default=None,
+                        help="also write each test's seconds (those of a second or more) here: "
+                             "tests/durations.json is what make test orders its tests by")
     parser.add_argument("pytest_args", nargs="*")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
@@ -160,8 +171,10 @@ def main() -> None:
                    f"--suite-items={items_file}", "-q", *args.pytest_args]
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         started = time.monotonic()
-        # As the Makefile does: bytecode cached, whatever the environment says.
+        # As the Makefile does: bytecode cached, whatever the environment says, and the
+        # planes' GOGC (SUITE_GOGC) unless --gogc says otherwise.
         environment = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        environment["GOGC"] = args.gogc
         process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, env=environment,
                                    stderr=subprocess.STDOUT, text=True)
         sampler = CpuSampler(process.pid)
@@ -186,7 +199,7 @@ def main() -> None:
     cpu_total = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     slowest = sorted(tests.items(), key=lambda kv: -kv[1]["seconds"])[:40]
     results = {
-        "command": " ".join(command[1:]), "exit": process.returncode,
+        "command": " ".join(command[1:]), "gogc": args.gogc, "exit": process.returncode,
         "outcome": summary[-1][0], "suite_seconds": float(summary[-1][1]),
         "wall": round(wall, 1), "cpu_seconds": round(cpu_total, 1),
         "cores": psutil.cpu_count(), "groups": groups, "cpu_by_process": sampler.by_kind(),
@@ -216,6 +229,8 @@ def main() -> None:
               f"{entry['test']}")
     save_json(args.out, results)
     args.out.with_suffix(".log").write_text(output)
+    if args.durations_out and process.returncode == 0:
+        save_json(args.durations_out, durations(tests))
     if process.returncode != 0:
         raise SystemExit(f"the suite failed (exit {process.returncode}): "
                          f"{', '.join(results['failed'])}; its output: "

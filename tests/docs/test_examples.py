@@ -12,6 +12,7 @@ collects no test fails too.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -21,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
@@ -90,8 +92,22 @@ def _environment() -> dict[str, str]:
 
 @pytest.fixture(scope="session")
 def example_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str | None]:
+    """Every example's outcome, run once per session even under xdist: the first worker
+    to ask runs them and leaves the outcomes in the run's temporary dir, shared by the
+    workers (another worker that ran some of these tests waits for it, then reads them)."""
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    outcomes = shared / "docs-examples.json"
+    with FileLock(f"{outcomes}.lock"):
+        if outcomes.exists():
+            return json.loads(outcomes.read_text())
+        results = _run_examples(tmp_path_factory.mktemp("examples"))
+        outcomes.write_text(json.dumps(results))
+        return results
+
+
+def _run_examples(root: Path) -> dict[str, str | None]:
     """Run every example once: None for a pass, else what went wrong."""
-    root = tmp_path_factory.mktemp("examples")
     results: dict[str, str | None] = {}
     modules = [e for e in EXAMPLES if e.is_tests]
     for example in EXAMPLES:

@@ -1,0 +1,39 @@
+"""How this repository's suite is laid out over pytest-xdist's workers: the long tests first.
+
+``make test`` runs ``--dist worksteal``: each worker is handed one contiguous
+share of the collected tests at the start, runs it front to back, and a worker
+that runs out takes the back half of the longest queue left.  In collection
+order the long tests (exploration runs, inner sessions, the docs examples)
+fall where their files do, so one worker could still be inside a 40 s test
+while the others had nothing left (30 s of an idle core at the end of every
+run, measured by ``bench/bench_suite.py``).  Here the tests known to be long
+(``tests/durations.json``, written by ``python -m bench.bench_suite
+--durations-out tests/durations.json``) are spread over the shares, longest
+first onto the least loaded, at the front of each share; the short ones keep
+their order behind them, where stealing evens out the end.  A test missing
+from the file counts as short: a stale file costs balance, never a test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.support.balance import reorder
+
+DURATIONS = Path(__file__).resolve().parent / "durations.json"
+
+#: Tests that must stay on one worker: the docs examples run all at once in one session
+#: fixture, paid by whichever of them a worker runs first (a worker that stole some would
+#: run every example again).
+TOGETHER = ("tests/docs/test_examples.py::test_example[",)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0") or 0)
+    if workers > 1 and DURATIONS.exists():
+        items[:] = reorder(items, json.loads(DURATIONS.read_text()), workers, TOGETHER)
