@@ -5,11 +5,12 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 K8S_VERSION ?= 1.37
 PYTEST_ARGS ?=
-# make test runs one pytest-xdist worker more than there are cores (each worker its own control
-# plane): a third of a worker's time is waiting on planes, operators and timeouts, which a
-# spare worker fills (2 cores: 564 s with 2 workers, 469 s with 3; bench/bench_suite.py).
-# Workers steal queued tests from each other, so none idles at the end.  1 for serial.
-TEST_WORKERS ?= $(shell echo $$(( $$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1) + 1 )))
+# make test runs two pytest-xdist workers more than there are cores (each worker its own control
+# plane): part of a worker's time is waiting on planes, operators and timeouts, which the spare
+# workers fill (2 cores, bench/bench_suite.py: 384 s with 3 workers, 372 s with 4, although the
+# fourth worker's planes cost 40 CPU s more).  Workers steal queued tests from each other and
+# start with the long ones (tests/conftest.py), so none idles at the end.  1 for serial.
+TEST_WORKERS ?= $(shell echo $$(( $$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1) + 2 )))
 # make matrix: empty runs every minor from 1.29 installed here; name some to obtain them first
 MATRIX_VERSIONS ?=
 # Python writes its bytecode, and pytest its assertion-rewritten modules, to __pycache__ even

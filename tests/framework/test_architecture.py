@@ -110,6 +110,19 @@ def test_importing_envtest_or_its_command_line_is_cheap() -> None:
     assert result.stdout.strip() == "[]", "heavy modules load only when used"
 
 
+def test_the_plugin_loads_the_fault_proxys_aiohttp_only_where_a_proxy_runs() -> None:
+    """Every pytest process loads the plugin (inner sessions, xdist workers): aiohttp's 0.14 s
+    of imports are paid only by a session that runs an operator through its proxy."""
+    code = ("import sys, envtest.pytest_plugin\n"
+            "print('aiohttp' in sys.modules)\n"
+            "from envtest.api.faults import OperatorProxy\n"
+            "print('aiohttp' in sys.modules, OperatorProxy.__name__)\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["False", "True", "OperatorProxy"], result.stdout
+
+
 def test_no_module_of_the_framework_or_the_operator_is_over_400_lines() -> None:
     sources = [*(ROOT / "fixtures" / "envtest").rglob("*.py"),
                *(ROOT / "operator" / "ray_operator").rglob("*.py")]
