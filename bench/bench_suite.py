@@ -17,6 +17,7 @@ must take away to shorten it, so both tables are printed and written to
 from __future__ import annotations
 
 import argparse
+import bisect
 import json
 import os
 import re
@@ -76,8 +77,12 @@ def python_role(process: psutil.Process) -> str:
     return "other Python (operators as commands, example scripts, helpers)"
 
 
+#: How often the processes are read: what a process spends after its last read is not seen.
+SAMPLE_SECONDS = 0.5
+
+
 class CpuSampler(threading.Thread):
-    """The CPU seconds of every process under ``root``, by kind, sampled once a second."""
+    """The CPU seconds of every process under ``root``, by kind, sampled twice a second."""
 
     def __init__(self, root: int) -> None:
         super().__init__(daemon=True)
@@ -85,13 +90,19 @@ class CpuSampler(threading.Thread):
         self.stop = threading.Event()
         self.last: dict[tuple[int, float], tuple[str, float]] = {}
         self.roles: dict[tuple[int, float], str] = {}
+        #: Each process's child of ``root`` (an xdist worker), or None (root itself).
+        self.worker_of: dict[tuple[int, float], int | None] = {}
+        #: (time, CPU seconds since the sample before) per worker pid: what its tests cost.
+        self.worker_samples: defaultdict[int, list[tuple[float, float]]] = defaultdict(list)
 
     def run(self) -> None:
-        while not self.stop.wait(1.0):
+        while not self.stop.wait(SAMPLE_SECONDS):
             try:
                 processes = psutil.Process(self.root).children(recursive=True)
             except psutil.Error:
                 continue
+            now = time.time()
+            spent: defaultdict[int, float] = defaultdict(float)
             for process in processes:
                 try:
                     with process.oneshot():
@@ -100,9 +111,41 @@ class CpuSampler(threading.Thread):
                         kind = kind_of(process)
                         if kind == "python" and key not in self.roles:
                             self.roles[key] = python_role(process)
+                        if key not in self.worker_of:
+                            self.worker_of[key] = self._worker_of(process)
                 except psutil.Error:
                     continue
-                self.last[key] = (kind, times.user + times.system)
+                cpu = times.user + times.system
+                worker = self.worker_of[key]
+                if worker is not None:
+                    spent[worker] += cpu - self.last.get(key, (kind, 0.0))[1]
+                self.last[key] = (kind, cpu)
+            for worker, seconds in spent.items():
+                self.worker_samples[worker].append((now, seconds))
+
+    def _worker_of(self, process: psutil.Process) -> int | None:
+        for ancestor in [process, *process.parents()]:
+            if ancestor.ppid() == self.root:
+                return ancestor.pid
+        return None
+
+    def cpu_of_tests(self, tests: dict[str, dict[str, Any]]) -> dict[str, float]:
+        """The CPU seconds of each test: of its worker and everything under it while it ran
+        (each sample goes to the test running at its middle; a test shorter than the
+        interval may get none, or another's; a process's last half second is not seen)."""
+        runs: defaultdict[int, list[tuple[float, float, str]]] = defaultdict(list)
+        for nodeid, entry in tests.items():
+            if {"pid", "start", "stop"} <= entry.keys():
+                runs[entry["pid"]].append((entry["start"], entry["stop"], nodeid))
+        cpu: defaultdict[str, float] = defaultdict(float)
+        for worker, samples in self.worker_samples.items():
+            ordered = sorted(runs.get(worker, []))
+            starts = [start for start, _, _ in ordered]
+            for at, seconds in samples:
+                index = bisect.bisect_right(starts, at - SAMPLE_SECONDS / 2) - 1
+                if index >= 0:
+                    cpu[ordered[index][2]] += seconds
+        return dict(cpu)
 
     def by_kind(self) -> dict[str, dict[str, float]]:
         return _table(self.last.values())
@@ -198,6 +241,7 @@ def main() -> None:
     workers = _workers(tests)
     cpu_total = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     slowest = sorted(tests.items(), key=lambda kv: -kv[1]["seconds"])[:40]
+    cpu_of_tests = sampler.cpu_of_tests(tests)
     results = {
         "command": " ".join(command[1:]), "gogc": args.gogc, "exit": process.returncode,
         "outcome": summary[-1][0], "suite_seconds": float(summary[-1][1]),
@@ -209,6 +253,13 @@ def main() -> None:
         "failed": sorted(n for n, e in tests.items() if e["outcome"] == "failed"),
         "slowest": [{"test": nodeid, "seconds": round(e["seconds"], 1),
                      "group": e.get("group", "")} for nodeid, e in slowest],
+        "most_cpu": [{"test": nodeid, "cpu_seconds": round(seconds, 1),
+                      "seconds": round(tests[nodeid]["seconds"], 1)}
+                     for nodeid, seconds in sorted(cpu_of_tests.items(),
+                                                   key=lambda kv: -kv[1])[:40]],
+        "cpu_by_group": {group: round(sum(seconds for nodeid, seconds in cpu_of_tests.items()
+                                          if tests[nodeid].get("group") == group), 1)
+                         for group in groups},
     }
     print(f"{results['outcome']} in {results['suite_seconds']} s (wall {results['wall']} s, "
           f"{results['cpu_seconds']} CPU s on {results['cores']} cores; the tests' own "
@@ -226,6 +277,10 @@ def main() -> None:
     print("  the last to finish:")
     for entry in results["last_to_finish"]:
         print(f"    {entry['from']:6.1f} -> {entry['to']:6.1f} s  {entry['worker']}  "
+              f"{entry['test']}")
+    print("  the most CPU (the test, its worker and everything they started):")
+    for entry in results["most_cpu"][:15]:
+        print(f"    {entry['cpu_seconds']:6.1f} CPU s in {entry['seconds']:6.1f} s  "
               f"{entry['test']}")
     save_json(args.out, results)
     args.out.with_suffix(".log").write_text(output)

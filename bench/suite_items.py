@@ -9,6 +9,7 @@ the controller in the report's ``user_properties``.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,8 @@ from typing import Any
 import pytest
 
 _PROPERTY = "bench_suite_group"
+#: The process that ran the test (an xdist worker): its descendants' CPU is the test's.
+_PID = "bench_suite_pid"
 
 #: What a test does that costs time, first match wins: (group, how to recognise it).
 GROUPS = (
@@ -58,6 +61,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Iterator[None]:
     report = yield
     report.user_properties.append((_PROPERTY, group_of(item)))
+    report.user_properties.append((_PID, os.getpid()))
     return report
 
 
@@ -78,6 +82,8 @@ class _Collector:
         for name, value in report.user_properties:
             if name == _PROPERTY:
                 entry["group"] = value
+            elif name == _PID:
+                entry["pid"] = value
         if report.failed:
             entry["outcome"] = "failed"
         elif report.skipped and entry["outcome"] == "passed":
