@@ -26,14 +26,27 @@ from tests.support.balance import reorder
 
 DURATIONS = Path(__file__).resolve().parent / "durations.json"
 
-#: Tests that must stay on one worker: the docs examples run all at once in one session
-#: fixture, paid by whichever of them a worker runs first (a worker that stole some would
-#: run every example again).
-TOGETHER = ("tests/docs/test_examples.py::test_example[",)
+#: The docs examples run all at once in one session fixture, paid by whichever of them a
+#: worker runs first (a worker that took some too would wait for that run).
+DOCS_EXAMPLES = "tests/docs/test_examples.py::test_example["
+
+
+def together(item: pytest.Item) -> str | None:
+    """The key of the tests that go to one worker: the docs examples; and the tests on one
+    cluster other than the session's default (a profile, controllers), which each worker
+    that runs one starts and keeps to the end of the session (a "cluster" profile plane:
+    about 5 CPU s to start and 0.025 CPU s every second after, measured here)."""
+    if item.nodeid.startswith(DOCS_EXAMPLES):
+        return DOCS_EXAMPLES
+    if item.get_closest_marker("envtest_isolated"):
+        return None  # a plane of its own whatever it asks for
+    cluster = [f"{name}={marker.args}" for name in ("envtest_profile", "envtest_controllers")
+               for marker in [item.get_closest_marker(name)] if marker is not None]
+    return "cluster: " + ", ".join(cluster) if cluster else None
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0") or 0)
     if workers > 1 and DURATIONS.exists():
-        items[:] = reorder(items, json.loads(DURATIONS.read_text()), workers, TOGETHER)
+        items[:] = reorder(items, json.loads(DURATIONS.read_text()), workers, together)

@@ -25,7 +25,8 @@ SECONDS = {"test_order.py::test_group[0]": 20.0, "test_order.py::test_long[0]": 
 def pytest_collection_modifyitems(items):
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
     if workers > 1 and os.environ.get("BALANCE") == "1":
-        items[:] = reorder(items, SECONDS, workers, ("test_order.py::test_group[",))
+        items[:] = reorder(items, SECONDS, workers,
+                           lambda item: "group" if "::test_group[" in item.nodeid else None)
 """
 
 _INNER_TESTS = """

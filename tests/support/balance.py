@@ -7,6 +7,7 @@ start (``len(pending) // nodes_left`` in turn, front to back) is mirrored here.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,13 +25,12 @@ class Unit:
 
 
 def reorder(items: list[Any], seconds: dict[str, float], workers: int,
-            together: tuple[str, ...] = ()) -> list[Any]:
+            together: Callable[[Any], str | None] = lambda item: None) -> list[Any]:
     """``items`` (pytest items) reordered for ``workers`` by last run's ``seconds`` per node
-    id; the items whose node ids start with one prefix of ``together`` stay one unit."""
+    id; the items for which ``together`` gives one key stay one unit."""
     units: dict[str, Unit] = {}
     for item in items:
-        key = next((prefix for prefix in together if item.nodeid.startswith(prefix)),
-                   item.nodeid)
+        key = together(item) or item.nodeid
         unit = units.setdefault(key, Unit(key))
         unit.items.append(item)
         unit.seconds += seconds.get(item.nodeid, 0.0)
