@@ -41,67 +41,81 @@ INNER = textwrap.dedent('''
     import os
     import signal
 
-    def test_a_component_dies(envtest, namespace, k8s):
+    def _dies(envtest, namespace, k8s, victim):
         k8s.core.create_namespaced_config_map(namespace, {"metadata": {"name": "before"}})
-        os.kill(envtest.pids[os.environ["VICTIM"]], signal.SIGKILL)
+        os.kill(envtest.pids[victim], signal.SIGKILL)
         # A raw client call on the dead cluster: without help, a minute of waiting.
         k8s.core.create_namespaced_config_map(namespace, {"metadata": {"name": "after"}})
         k8s.core.list_namespaced_config_map(namespace)
 
-    def test_b_first_after(namespace, k8s):
+    def _lives(namespace, k8s):
         k8s.core.create_namespaced_config_map(namespace, {"metadata": {"name": "fine"}})
+
+    def test_a_etcd_dies(envtest, namespace, k8s):
+        _dies(envtest, namespace, k8s, "etcd")
+
+    def test_b_first_after(namespace, k8s):
+        _lives(namespace, k8s)
 
     def test_c_second_after(namespace, k8s, wait_for):
-        k8s.core.create_namespaced_config_map(namespace, {"metadata": {"name": "fine"}})
+        _lives(namespace, k8s)
         wait_for("ConfigMap", "fine", lambda cm: True)
 
-    def test_d_third_after(namespace, k8s):
-        k8s.core.create_namespaced_config_map(namespace, {"metadata": {"name": "fine"}})
+    def test_d_kube_apiserver_dies(envtest, namespace, k8s):
+        _dies(envtest, namespace, k8s, "kube-apiserver")
+
+    def test_e_first_after(namespace, k8s):
+        _lives(namespace, k8s)
+
+    def test_f_second_after(namespace, k8s):
+        _lives(namespace, k8s)
 ''')
 
+#: The tests of INNER that kill a component, by the component.
+DYING = {"etcd": "test_a_etcd_dies", "kube-apiserver": "test_d_kube_apiserver_dies"}
 
-@pytest.mark.parametrize("victim", ["etcd", "kube-apiserver"])
+
 def test_a_dead_component_fails_one_test_fast_and_the_run_goes_on(
-        own_plane_pytester: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-        victim: str) -> None:
+        own_plane_pytester: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """etcd dies in one test, and kube-apiserver in a later one, in one session."""
     timings = tmp_path / "timings.jsonl"
     monkeypatch.setenv("TIMINGS", str(timings))
-    monkeypatch.setenv("VICTIM", victim)
     own_plane_pytester.makeconftest(TIMING)
     own_plane_pytester.makepyfile(test_inner=INNER)
     artifacts = tmp_path / "artifacts"
     result = own_plane_pytester.runpytest_subprocess(
         "-p", "no:cacheprovider", "-p", "no:randomly", f"--envtest-artifacts={artifacts}",
         timeout=240)
-    result.assert_outcomes(failed=1, passed=3)
+    result.assert_outcomes(failed=2, passed=4)
     output = result.stdout.str()
     took = dict(json.loads(line) for line in timings.read_text().splitlines())
-
-    # The test that saw the death fails with it: the component, its exit code, its log.
-    assert f"ProcessExitedError: {victim} exited with code -9" in output, output[-4000:]
-    assert f"{victim} exited with code -9; last warnings and errors of" in output
-    assert f"{victim}.log" in output
-    # Its warnings and errors, not its start-up chatter (info lines of either log).
+    # Their warnings and errors, not their start-up chatter (info lines of either log).
     assert "ready to serve client requests" not in output, output[-3000:]
     assert not re.search(r"^E? *I\d{4} \d\d:\d\d", output, re.M), output[-3000:]
-    assert "the next test gets a fresh cluster" in output
-    # Its report says what died and what it did not collect, and it came fast.
-    assert "envtest: cluster died" in output
-    assert f"{victim} exited with code -9 at" in output
+    assert output.count("the next test gets a fresh cluster") >= 2, output[-3000:]
+    assert output.count("envtest: cluster died") >= 2, output[-3000:]
+    assert "ConnectionRefusedError" not in output and "ReadTimeoutError" not in output
+
+    for victim, dying_test in DYING.items():
+        # The test that saw the death fails with it: the component, its exit code, its log.
+        assert f"ProcessExitedError: {victim} exited with code -9" in output, output[-4000:]
+        assert f"{victim} exited with code -9; last warnings and errors of" in output
+        assert f"{victim}.log" in output
+        # Its report says what died and what it did not collect, and it came fast.
+        assert f"{victim} exited with code -9 at" in output
+        dying = took[f"test_inner.py::{dying_test}"]
+        assert dying < 10, f"{dying_test} took {dying:.1f} s, report included"
+        assert (artifacts / f"test_inner.py_{dying_test}" / "cluster_died.txt").exists()
+        # The end of the run says a cluster died, which component, when and in which test.
+        assert any("a cluster died:" in line and f"{victim} exited with code -9 at" in line
+                   and f"during test_inner.py::{dying_test}" in line
+                   for line in output.splitlines()), output[-3000:]
     assert "not collected" in output
-    dying = took["test_inner.py::test_a_component_dies"]
-    assert dying < 10, f"the test that saw the death took {dying:.1f} s, report included"
-    assert (artifacts / "test_inner.py_test_a_component_dies" / "cluster_died.txt").exists()
 
     # The next test's setup starts a fresh cluster; after it, tests cost what they cost.
     rest = [took[f"test_inner.py::test_{n}"] for n in
-            ("b_first_after", "c_second_after", "d_third_after")]
-    assert all(t < 3 for t in rest), f"the tests after the death took {rest} s"
-    # The end of the run says a cluster died, which component, when and in which test.
-    assert "ConnectionRefusedError" not in output and "ReadTimeoutError" not in output
-    assert any("a cluster died:" in line and f"{victim} exited with code -9 at" in line
-               and "during test_inner.py::test_a_component_dies" in line
-               for line in output.splitlines()), output[-3000:]
+            ("b_first_after", "c_second_after", "e_first_after", "f_second_after")]
+    assert all(t < 3 for t in rest), f"the tests after the deaths took {rest} s"
 
 
 INNER_OWN_PLANE = textwrap.dedent('''
