@@ -56,9 +56,10 @@ binaries: setup chromium
 test: binaries
 	GOGC=$(SUITE_GOGC) ENVTEST_K8S_VERSION=$(K8S_VERSION) $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
 
-## test-reliability: the long fault loops (interrupts, kills) left out of `make test`
+## test-reliability: what `make test` leaves out, each with its reason in its marker: the long
+## fault loops (interrupts, kills), a real Go build of the binaries
 test-reliability: binaries
-	GOGC=$(SUITE_GOGC) ENVTEST_K8S_VERSION=$(K8S_VERSION) $(BIN)/python -m pytest -m reliability tests/reliability $(PYTEST_ARGS)
+	GOGC=$(SUITE_GOGC) ENVTEST_K8S_VERSION=$(K8S_VERSION) $(BIN)/python -m pytest -m reliability $(PYTEST_ARGS)
 
 ## test-cross: the Go build cross-compiles darwin/arm64 binaries (minutes; not in make test)
 test-cross: binaries

@@ -145,6 +145,9 @@ def test_an_unreachable_index_costs_under_a_second_and_says_so(store_root: Path,
 
 
 @pytest.mark.slow
+@pytest.mark.reliability(reason="links kube-apiserver and etcd with go build however warm Go's "
+                         "cache is: 10 CPU s, the most of any one check in make test; "
+                         "make test-reliability (and so .ci/run) runs it")
 def test_index_without_the_version_falls_through_to_the_go_build(
         index_server: IndexServer, store_root: Path, default_binaries_version: Version) -> None:
     """The next source after a failed download is the Go build (fast: Go's build cache is warm
