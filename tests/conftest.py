@@ -9,8 +9,9 @@ while the others had nothing left (30 s of an idle core at the end of every
 run, measured by ``bench/bench_suite.py``).  Here the tests known to be long
 (``tests/durations.json``, written by ``python -m bench.bench_suite
 --durations-out tests/durations.json``) are spread over the shares, longest
-first onto the least loaded, at the front of each share; the short ones keep
-their order behind them, where stealing evens out the end.  A test missing
+first onto the least loaded, at the front of each share; the short ones follow
+them, a test file at a time to the share with the least work, so each share
+holds about as much work and stealing only evens out the end.  A test missing
 from the file counts as short: a stale file costs balance, never a test.
 """
 

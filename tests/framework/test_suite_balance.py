@@ -98,7 +98,7 @@ def test_share_sizes_are_xdists_first_hand_out() -> None:
     assert share_sizes(2, 3) == [0, 1, 1]
 
 
-def test_every_item_is_kept_once_and_short_ones_keep_their_order() -> None:
+def test_every_item_is_kept_once_and_the_long_ones_lead_the_least_loaded_shares() -> None:
     units = [Unit(f"t{i}", [f"t{i}"], seconds) for i, seconds in
              enumerate([0.1, 30.0, 0.2, 0.3, LONG_SECONDS, 12.0, 0.4, 0.5, 25.0, 0.6])]
     ordered = order_for_workers(units, 3)
@@ -108,3 +108,13 @@ def test_every_item_is_kept_once_and_short_ones_keep_their_order() -> None:
     assert shares[2][:2] == ["t5", "t4"]  # 12 s + 4 s: the least loaded again
     short = [key for key in ordered if key in {"t0", "t2", "t3", "t6", "t7", "t9"}]
     assert short == ["t0", "t2", "t3", "t6", "t7", "t9"]
+
+
+def test_short_tests_go_a_file_at_a_time_to_the_least_loaded_share() -> None:
+    seconds = {"a": 1.0, "b": 0.0, "c": 2.0}  # b's are missing from the durations: 0.2 s
+    units = [Unit(f"{f}.py::{f}{n}", [f"{f}{n}"], seconds[f])
+             for f, count in (("a", 3), ("b", 3), ("c", 2)) for n in range(1, count + 1)]
+    ordered = order_for_workers(units, 2)
+    # c (4 s) to the first share, a (3 s) whole to the second, b split where room is left;
+    # each share in collection order.
+    assert [ordered[:4], ordered[4:]] == [["b2", "b3", "c1", "c2"], ["a1", "a2", "a3", "b1"]]

@@ -11,8 +11,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-#: A unit of this many seconds or more is placed; shorter ones keep their order.
+#: A unit of this many seconds or more is placed first; shorter ones go a file at a time.
 LONG_SECONDS = 4.0
+#: What a test counts for when it is not in the durations (those under a second are not).
+SHORT_SECONDS = 0.2
 
 
 @dataclass
@@ -49,28 +51,46 @@ def share_sizes(count: int, workers: int) -> list[int]:
 def order_for_workers(units: list[Unit], workers: int) -> list[Any]:
     """The items of ``units`` (in collection order) reordered for ``workers`` workers.
 
-    The long units go longest first to the share with the least long work so far (and
-    room left for their tests); every share starts with its long units, longest first,
-    followed by the short ones in their collection order, as many as fill it.
+    The long units go longest first to the share with the least work so far (and room
+    left for their tests).  The short ones, a test file's at a time (its module-scoped
+    fixtures set up once), then go most work first to the share with the least, as
+    many tests as it has room for, a file split only where no share has room for all of
+    it.  Every share starts with its long units, longest first, then its short tests in
+    their collection order.
     """
     sizes = share_sizes(sum(len(unit.items) for unit in units), workers)
-    long_units = sorted((u for u in units if u.seconds >= LONG_SECONDS),
-                        key=lambda u: -u.seconds)
-    placed: list[list[Unit]] = [[] for _ in sizes]
     load = [0.0] * len(sizes)
     room = list(sizes)
-    for unit in long_units:
+    long_of: list[list[Unit]] = [[] for _ in sizes]
+    for unit in sorted((u for u in units if u.seconds >= LONG_SECONDS),
+                       key=lambda u: -u.seconds):
         fits = [i for i in range(len(sizes)) if room[i] >= len(unit.items)]
         if not fits:
-            break  # never with this suite's handful of long tests; the rest stay short
+            break  # never with this suite's handful of long tests; the rest count as short
         share = min(fits, key=lambda i: (load[i], i))
-        placed[share].append(unit)
+        long_of[share].append(unit)
         load[share] += unit.seconds
         room[share] -= len(unit.items)
-    chosen = {id(unit) for share in placed for unit in share}
-    short = iter(item for unit in units if id(unit) not in chosen for item in unit.items)
+    placed = {id(unit) for share in long_of for unit in share}
+    # The short tests by file, in collection order: (position, seconds, items).
+    files: dict[str, list[tuple[int, float, Any]]] = {}
+    for position, unit in enumerate(u for u in units if id(u) not in placed):
+        seconds = max(unit.seconds, SHORT_SECONDS * len(unit.items))
+        file = unit.key.split("::")[0]
+        files.setdefault(file, []).extend(
+            (position, seconds / len(unit.items), item) for item in unit.items)
+    short_of: list[list[tuple[int, float, Any]]] = [[] for _ in sizes]
+    for tests in sorted(files.values(), key=lambda t: -sum(s for _, s, _ in t)):
+        while tests:
+            whole = [i for i in range(len(sizes)) if room[i] >= len(tests)]
+            share = min(whole or [i for i in range(len(sizes)) if room[i]],
+                        key=lambda i: (load[i], i))
+            taken, tests = tests[:room[share]], tests[room[share]:]
+            short_of[share] += taken
+            load[share] += sum(seconds for _, seconds, _ in taken)
+            room[share] -= len(taken)
     ordered: list[Any] = []
-    for share, units_of_share in enumerate(placed):
-        ordered.extend(item for unit in units_of_share for item in unit.items)
-        ordered.extend(next(short) for _ in range(room[share]))
+    for share in range(len(sizes)):
+        ordered.extend(item for unit in long_of[share] for item in unit.items)
+        ordered.extend(item for _, _, item in sorted(short_of[share], key=lambda t: t[0]))
     return ordered
