@@ -57,7 +57,7 @@ test: binaries
 	GOGC=$(SUITE_GOGC) ENVTEST_K8S_VERSION=$(K8S_VERSION) $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
 
 ## test-reliability: what `make test` leaves out, each with its reason in its marker: the long
-## fault loops (interrupts, kills), a real Go build of the binaries
+## fault loops (interrupts, kills), a real Go build of the binaries, a Go operator explored
 test-reliability: binaries
 	GOGC=$(SUITE_GOGC) ENVTEST_K8S_VERSION=$(K8S_VERSION) $(BIN)/python -m pytest -m reliability $(PYTEST_ARGS)
 
