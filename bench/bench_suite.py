@@ -133,18 +133,18 @@ class CpuSampler(threading.Thread):
         """The CPU seconds of each test: of its worker and everything under it while it ran
         (each sample goes to the test running at its middle; a test shorter than the
         interval may get none, or another's; a process's last half second is not seen)."""
-        runs: defaultdict[int, list[tuple[float, float, str]]] = defaultdict(list)
+        starts_of: defaultdict[int, list[tuple[float, str]]] = defaultdict(list)
         for nodeid, entry in tests.items():
-            if {"pid", "start", "stop"} <= entry.keys():
-                runs[entry["pid"]].append((entry["start"], entry["stop"], nodeid))
+            if {"pid", "start"} <= entry.keys():
+                starts_of[entry["pid"]].append((entry["start"], nodeid))
         cpu: defaultdict[str, float] = defaultdict(float)
         for worker, samples in self.worker_samples.items():
-            ordered = sorted(runs.get(worker, []))
-            starts = [start for start, _, _ in ordered]
+            ordered = sorted(starts_of.get(worker, []))
+            starts = [start for start, _ in ordered]
             for at, seconds in samples:
                 index = bisect.bisect_right(starts, at - SAMPLE_SECONDS / 2) - 1
                 if index >= 0:
-                    cpu[ordered[index][2]] += seconds
+                    cpu[ordered[index][1]] += seconds
         return dict(cpu)
 
     def by_kind(self) -> dict[str, dict[str, float]]:

@@ -75,6 +75,14 @@ def test_tests_never_import_the_benchmarks() -> None:
         ", ".join(importers)
 
 
+def _python(code: str) -> str:
+    """What ``code`` prints, run in a fresh interpreter (what it imports is its own)."""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
 def test_the_public_api_is_importable_and_loads_no_pytest() -> None:
     code = ("import sys, envtest, envtest.binaries\n"
             "missing = [n for n in envtest.__all__ if not hasattr(envtest, n)]\n"
@@ -83,10 +91,8 @@ def test_the_public_api_is_importable_and_loads_no_pytest() -> None:
             "('pytest', '_pytest', 'envtest') and (m.startswith(('pytest', '_pytest')) "
             "or m.startswith('envtest.pytest_plugin')))\n"
             "print(loaded)\n")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            timeout=60)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "[]", f"importing envtest loaded {result.stdout.strip()}"
+    loaded = _python(code).strip()
+    assert loaded == "[]", f"importing envtest loaded {loaded}"
 
 
 def test_every_public_name_says_what_it_is() -> None:
@@ -104,10 +110,7 @@ def test_importing_envtest_or_its_command_line_is_cheap() -> None:
     code = ("import sys, envtest, envtest.cli\n"
             "print(sorted(m for m in ('kubernetes', 'envtest.controlplane', 'envtest.api')"
             " if m in sys.modules))\n")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            timeout=60)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "[]", "heavy modules load only when used"
+    assert _python(code).strip() == "[]", "heavy modules load only when used"
 
 
 def test_the_plugin_loads_the_fault_proxys_aiohttp_only_where_a_proxy_runs() -> None:
@@ -117,10 +120,8 @@ def test_the_plugin_loads_the_fault_proxys_aiohttp_only_where_a_proxy_runs() -> 
             "print('aiohttp' in sys.modules)\n"
             "from envtest.api.faults import OperatorProxy\n"
             "print('aiohttp' in sys.modules, OperatorProxy.__name__)\n")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            timeout=60)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == ["False", "True", "OperatorProxy"], result.stdout
+    said = _python(code)
+    assert said.split() == ["False", "True", "OperatorProxy"], said
 
 
 def test_no_module_of_the_framework_or_the_operator_is_over_400_lines() -> None:
