@@ -1,6 +1,7 @@
 """The architecture holds: layers and independence (import-linter), one public API, no pytest below
-the plugin, no module over 400 lines.  Each check fails when someone takes a shortcut through the
-layers."""
+the plugin, no module over 400 lines, no folder over 12 modules, a one-line docstring per package
+and every package in the README's tree.  Each check fails when someone takes a shortcut through
+the layers."""
 
 from __future__ import annotations
 
@@ -20,6 +21,12 @@ INTERNALS = ROOT / "tests" / "framework" / "internals"
 PUBLIC_MODULES = {"envtest", "envtest.binaries"}
 #: The longest a module of the framework or the operator may be: past it, split it on its seams.
 MAX_MODULE_LINES = 400
+#: The most modules a framework folder may hold side by side: past it, a newcomer reads a list
+#: instead of a map; split it into packages by job.
+MAX_MODULES_PER_FOLDER = 12
+FRAMEWORK = ROOT / "fixtures" / "envtest"
+#: The packages split by job, each with a layers contract of its own in pyproject.toml.
+LAYERED_PACKAGES = ("controlplane/", "pytest_plugin/", "api/workloads/", "system/children/")
 
 
 def _envtest_imports(path: Path) -> list[tuple[int, str, list[str]]]:
@@ -49,6 +56,9 @@ def test_import_contracts_are_kept() -> None:
                             timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "0 broken" in result.stdout
+    said = " ".join(result.stdout.split())
+    missing = [package for package in LAYERED_PACKAGES if f"{package} " not in said]
+    assert not missing, f"no import contract checks the layers inside {missing}: {said}"
 
 
 def test_tests_bench_and_conftest_use_only_the_public_api() -> None:
@@ -131,3 +141,38 @@ def test_no_module_of_the_framework_or_the_operator_is_over_400_lines() -> None:
     long = {str(path.relative_to(ROOT)): lines for path in sources
             if (lines := len(path.read_text().splitlines())) > MAX_MODULE_LINES}
     assert not long, f"split these along their seams (README, Architecture): {long}"
+
+
+def _framework_packages() -> list[Path]:
+    return sorted(init.parent for init in FRAMEWORK.rglob("__init__.py"))
+
+
+def test_no_framework_folder_has_more_than_12_modules_side_by_side() -> None:
+    packages = _framework_packages()
+    assert len(packages) > 15, packages
+    crowded = {str(package.relative_to(FRAMEWORK)) or ".": count for package in packages
+               if (count := len([m for m in package.glob("*.py") if m.name != "__init__.py"]))
+               > MAX_MODULES_PER_FOLDER}
+    assert not crowded, f"split these into packages by job (README, Architecture): {crowded}"
+
+
+def test_every_framework_package_says_in_one_line_what_belongs_there() -> None:
+    """The first line of each package's docstring is a whole sentence: a newcomer who opens the
+    folder reads what goes there before reading any module's name."""
+    unsaid = []
+    for package in _framework_packages():
+        doc = ast.get_docstring(ast.parse((package / "__init__.py").read_text()), clean=False)
+        first = (doc or "").split("\n")[0]
+        if not first.endswith(".") or len(first.split()) < 4:
+            unsaid.append(f"{package.relative_to(FRAMEWORK)}: {first!r}")
+    assert not unsaid, f"give these packages a one-line docstring: {unsaid}"
+
+
+def test_the_readme_tree_names_every_framework_package() -> None:
+    readme = (ROOT / "README.md").read_text()
+    tree = readme[readme.index("## Architecture"):]
+    tree = tree[tree.index("```"):tree.index("```", tree.index("```") + 3)]
+    named = {line.split()[0] for line in tree.splitlines()[1:] if line.strip()}
+    packages = [package.name + "/" for package in _framework_packages() if package != FRAMEWORK]
+    missing = sorted(name for name in packages if name not in named)
+    assert not missing, f"the README's architecture tree does not show {missing}"

@@ -115,7 +115,7 @@ def test_dash_v_shows_the_frameworks_frames_and_the_cause(mistakes: Any) -> None
     found = sections(result.stdout.str())
     assert "envtest/api/objects/manifests.py" in found["test_malformed_yaml"]
     assert "The above exception was the direct cause" in found["test_malformed_yaml"]
-    assert "envtest/pytest_plugin/fixtures_clusters.py" in found["test_a_missing_crd_path"]
+    assert "envtest/pytest_plugin/fixtures/clusters.py" in found["test_a_missing_crd_path"]
 
 
 @pytest.fixture

@@ -22,8 +22,9 @@ from envtest.api.explore import (
 from envtest.api.explore.endstate import canonical, end_state, normalize
 from envtest.api.explore.merge import document, merge, read_documents, summary_lines
 from envtest.errors import ConfigurationError
-from envtest.pytest_plugin.explore_queue import PointQueue, parse_shard
-from envtest.pytest_plugin.explore_runs import not_reached_reason
+from envtest.pytest_plugin.config.options import parse_shard
+from envtest.pytest_plugin.exploration.queue import PointQueue
+from envtest.pytest_plugin.exploration.runs import not_reached_reason
 
 
 def state(**objects: list[dict]) -> EndState:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from envtest.controlplane.footprint import apiserver_flags, go_env
+from envtest.controlplane.components.footprint import apiserver_flags, go_env
 
 
 def _disabled(minor: int | None, scheduler: bool = False) -> set[str]:

@@ -17,7 +17,7 @@ import pytest
 from framework_helpers import K8S_CACHE, installed_minors
 
 import envtest
-from envtest.controlplane.footprint import LEAN_DISABLED_GROUPS, binary_minor, registers
+from envtest.controlplane.components.footprint import LEAN_DISABLED_GROUPS, binary_minor, registers
 
 
 def _group_versions(cluster: envtest.Cluster) -> set[str]:

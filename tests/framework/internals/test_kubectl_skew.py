@@ -18,7 +18,7 @@ import pytest
 from framework_helpers import LineReader
 
 from envtest import Version
-from envtest.controlplane.kubectl import kubectl_skew
+from envtest.controlplane.access.kubectl import kubectl_skew
 
 ENVTEST_CLI = Path(sys.executable).parent / "envtest"
 

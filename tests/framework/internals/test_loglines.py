@@ -1,10 +1,10 @@
-"""Which log lines say why a component stopped (``envtest.system.loglines``): known logs."""
+"""Which log lines say why a component stopped (``system.children.loglines``): known logs."""
 
 from __future__ import annotations
 
 import json
 
-from envtest.system.loglines import telling_lines
+from envtest.system.children.loglines import telling_lines
 
 ETCD = "\n".join(json.dumps({"level": level, "msg": msg}) for level, msg in [
     ("info", "starting an etcd server"), ("warn", "simple token is not signed"),

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from envtest import NAMESPACE_REAPER_USER, ApiCalls, Clients, create_namespace, namespace_name
-from envtest.pytest_plugin.cluster_entry import ClusterEntry
+from envtest.pytest_plugin.session.cluster_entry import ClusterEntry
 
 ADMIN = "envtest-admin"
 

@@ -20,7 +20,7 @@ import kubernetes.client
 import psutil
 import pytest
 
-import envtest.controlplane.plane_start as plane_start
+import envtest.controlplane.lifecycle.start as plane_start
 from envtest import ControlPlane, Version, eventually
 from envtest.system.ports import free_ports, port_in_use, release_ports, sweep_claims
 from envtest.system.workdirs import PREFIX, record_owners, remove_stale_dirs

@@ -13,8 +13,8 @@ import zlib
 
 import pytest
 
-from envtest.api.workloads.streaming import spdy
-from envtest.api.workloads.streaming.spdy import (
+from envtest.api.workloads.kubelet_api.wire import spdy
+from envtest.api.workloads.kubelet_api.wire.spdy import (
     DICTIONARY,
     Ping,
     SpdyConnection,
