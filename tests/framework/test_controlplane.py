@@ -509,7 +509,10 @@ def test_explicit_start_and_stop_are_idempotent_and_stop_is_fast(version: str) -
         processes = _processes(pids)
         dirs = [control_plane.workdir, control_plane.data_root]
         assert all(d is not None and d.is_dir() for d in dirs)
-        kubernetes.client.CoreV1Api(control_plane.api_client()).list_namespace()
+        admin_client = control_plane.api_client()
+        assert control_plane.api_client() is admin_client  # one client, shared by every caller
+        kubernetes.client.CoreV1Api(admin_client).list_namespace()
+        assert len(admin_client.rest_client.pool_manager.pools) == 1
     finally:
         stop_started = time.monotonic()
         control_plane.stop()
@@ -520,6 +523,7 @@ def test_explicit_start_and_stop_are_idempotent_and_stop_is_fast(version: str) -
     assert not _survivors(processes)  # stop waits for its children
     assert not [d for d in dirs if d is not None and d.exists()]
     assert not control_plane.started
+    assert len(admin_client.rest_client.pool_manager.pools) == 0  # closed at stop
 
     control_plane.stop()  # idempotent
     with pytest.raises(ControlPlaneError, match="not started"):
