@@ -181,6 +181,76 @@ def test_a_v4_websocket_client_reaches_the_kubelet_api_over_websocket(
         "NonZeroExitCode", [{"reason": "ExitCode", "message": "5"}])
 
 
+@pytest.mark.parametrize("stdout,stderr", [(True, False), (False, True)],
+                         ids=["stderr-off", "stdout-off"])
+def test_an_exec_asking_for_one_output_gets_it_at_once(apply, wait_for, k8s, namespace,
+                                                       kubelet, stdout, stderr) -> None:
+    """kube-apiserver asks a kubelet with ``output=1``/``error=1``: an exec with stderr (or
+    stdout) off must not wait for the stream it did not ask for (it waited 30 s, then
+    returned nothing)."""
+    kubelet.plan("t=web", exec_handler=lambda r: ("to stdout\n", "to stderr\n", 0))
+    _running(apply, wait_for, "web")
+    started = time.monotonic()
+    session = stream(k8s.core.connect_get_namespaced_pod_exec, "web", namespace,
+                     command=["status"], stdin=False, stdout=stdout, stderr=stderr,
+                     tty=False, _preload_content=False)
+    session.run_forever(timeout=20)
+    took = time.monotonic() - started
+    assert not session.is_open()
+    assert (session.read_stdout(), session.read_stderr(), session.returncode) == (
+        "to stdout\n" if stdout else "", "to stderr\n" if stderr else "", 0)
+    assert took < 10, f"{took:.1f} s: it waited for a stream it never asked for"
+
+
+def test_an_exec_returns_binary_output_byte_for_byte(apply, wait_for, k8s, namespace,
+                                                     kubelet) -> None:
+    payload = bytes(range(256)) * 64
+    kubelet.plan("t=web", exec_handler=lambda r: ExecResult(stdout=payload))
+    _running(apply, wait_for, "web")
+    session = stream(k8s.core.connect_get_namespaced_pod_exec, "web", namespace,
+                     command=["cat", "/data.bin"], stdin=False, stdout=True, stderr=False,
+                     tty=False, binary=True, _preload_content=False)
+    session.run_forever(timeout=20)
+    assert (session.read_stdout(), session.returncode) == (payload, 0)
+
+
+def _read_until(session: Any, wanted: str, timeout: float = 15) -> str:
+    """What the exec printed on stdout until ``wanted`` is in it."""
+    seen = ""
+    deadline = time.monotonic() + timeout
+    while wanted not in seen and time.monotonic() < deadline and session.is_open():
+        session.update(timeout=1)
+        seen += session.read_stdout()
+    return seen
+
+
+def test_an_interactive_exec_answers_each_line_as_it_comes(apply, wait_for, k8s, namespace,
+                                                           kubelet) -> None:
+    """A session handler reads stdin as the client writes it and answers each line at once:
+    a line, its answer, the next line (as the Python client's own e2e tests talk to a
+    shell)."""
+    def shout(session: envtest.ExecSession) -> int:
+        lines = 0
+        while line := session.readline():
+            lines += 1
+            session.write(line.upper())
+        session.write_stderr(f"{lines} lines\n")
+        return lines
+    kubelet.plan("t=web", exec_session=shout)
+    _running(apply, wait_for, "web")
+    session = stream(k8s.core.connect_get_namespaced_pod_exec, "web", namespace,
+                     command=["shout"], stdin=True, stdout=True, stderr=True, tty=False,
+                     _preload_content=False)
+    session.write_stdin("hello\n")
+    assert _read_until(session, "HELLO\n") == "HELLO\n"  # while stdin is still open
+    session.write_stdin("again\n")
+    assert _read_until(session, "AGAIN\n") == "AGAIN\n"
+    session.close_channel(0)  # v5: the end of stdin
+    session.run_forever(timeout=20)
+    assert not session.is_open()
+    assert (session.read_stderr(), session.returncode) == ("2 lines\n", 2)
+
+
 @needs_kubectl
 def test_kubectl_exec_with_stdin_and_an_exit_code(apply, wait_for, kubeconfig, namespace,
                                                   kubelet) -> None:
@@ -204,6 +274,69 @@ def test_kubectl_exec_on_the_host_is_opt_in(apply, wait_for, kubeconfig, namespa
     assert (done.returncode, done.stdout) == (4, "42\n")
     done = _kubectl(kubeconfig, namespace, "exec", "web", "--", "no-such-command-here")
     assert done.returncode == 127
+
+
+@needs_kubectl
+@pytest.mark.filterwarnings("ignore::envtest.EnvtestWarning")  # the unhandled exec
+def test_kubectl_exec_i_without_a_handler_fails_before_its_input_ends(
+        apply, wait_for, kubeconfig, namespace) -> None:
+    """``kubectl exec -i`` with stdin still open hears "no exec handler" at once (the answer
+    waited for the end of stdin: ``sleep 8 | kubectl exec -i`` took 8 s)."""
+    _running(apply, wait_for, "web")
+    assert KUBECTL_PATH is not None
+    started = time.monotonic()
+    process = subprocess.Popen(
+        [KUBECTL_PATH, "--kubeconfig", str(kubeconfig), "-n", namespace, "exec", "-i", "web",
+         "--", "sh"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True)
+    try:
+        code = process.wait(timeout=20)  # its stdin stays open
+        took = time.monotonic() - started
+        error = process.stderr.read() if process.stderr is not None else ""
+    finally:
+        if process.poll() is None:
+            process.kill()
+        if process.stdin is not None:
+            process.stdin.close()
+        process.wait()
+    assert code == 126, error
+    assert "no exec handler" in error
+    assert took < 15, took
+
+
+@needs_kubectl
+def test_kubectl_exec_i_runs_a_shell_on_the_host_line_by_line(apply, wait_for, kubeconfig,
+                                                             namespace, kubelet) -> None:
+    """The interactive host handler: a shell started by ``kubectl exec -i`` answers each
+    command as it is written, then exits with its own code."""
+    kubelet.plan("t=web", exec_session=envtest.run_on_host_interactive)
+    _running(apply, wait_for, "web")
+    assert KUBECTL_PATH is not None
+    process = subprocess.Popen(
+        [KUBECTL_PATH, "--kubeconfig", str(kubeconfig), "-n", namespace, "exec", "-i", "web",
+         "--", "sh"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, bufsize=1)
+    assert process.stdin is not None and process.stdout is not None
+    try:
+        process.stdin.write("echo $((6 * 7))\n")
+        process.stdin.flush()
+        answered = threading.Event()
+        lines: list[str] = []
+
+        def first_line() -> None:
+            assert process.stdout is not None
+            lines.append(process.stdout.readline())
+            answered.set()
+        threading.Thread(target=first_line, daemon=True).start()
+        assert answered.wait(20), "no answer while stdin was open"
+        assert lines == ["42\n"]
+        process.stdin.write("exit 3\n")
+        process.stdin.flush()
+        assert process.wait(timeout=20) == 3
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait()
 
 
 # -- attach -------------------------------------------------------------------------------

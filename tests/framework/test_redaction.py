@@ -74,3 +74,32 @@ def test_texts_lose_keys_tokens_and_the_values_of_secrets_seen() -> None:
     assert "replicas: 3" in text, "ordinary text stays readable"
     # Without having seen the Secret, keys and tokens still go; unknown values cannot.
     assert "PRIVATE KEY" not in redact_text(log)
+
+
+def test_a_secret_value_made_of_words_stays_in_logs_unless_its_key_names_a_secret() -> None:
+    """Every value of every Secret was scrubbed: a Secret's ``provider: rabbitmq`` turned
+    ``github.com/rabbitmq/cluster-operator`` into ``github.com/<redacted>/cluster-operator``
+    in every log line.  The rule (``scrubbed_from_text``), both ways."""
+    redactor = Redactor()
+    words = {"provider": "rabbitmq", "type": "rabbitmq", "username": "guest-user",
+             "host": "rabbitmq.default.svc"}
+    secrets_ = {"password": "changeme", "tls.key": "plainwords", "api-token": "letters",
+                "value": "s3cr3t-v4lue", "note": "a" * 24, "blob": "x9/Yz+Qw=="}
+    encoded = {"provider": base64.b64encode(b"rabbitmq").decode(),
+               "db-password": base64.b64encode(b"hunterhunter").decode()}
+    redactor.object({"kind": "Secret", "metadata": {"name": "s"},
+                     "stringData": {**words, **secrets_}, "data": encoded})
+    log = ("loading github.com/rabbitmq/cluster-operator/v2 for guest-user at "
+           "rabbitmq.default.svc; password changeme, key plainwords, token letters, "
+           f"value s3cr3t-v4lue, note {'a' * 24}, blob x9/Yz+Qw==, db hunterhunter, "
+           f"raw {encoded['db-password']}")
+    text = redactor.text(log)
+    assert "github.com/rabbitmq/cluster-operator/v2 for guest-user at rabbitmq.default.svc" \
+        in text, text
+    for leaked in ("changeme", "plainwords", "letters", "s3cr3t-v4lue", "a" * 24,
+                   "x9/Yz+Qw==", "hunterhunter", encoded["db-password"]):
+        assert leaked not in text, (leaked, text)
+    # The Secret itself is masked whole, words or not.
+    shown = redactor.object({"kind": "Secret", "metadata": {"name": "s"},
+                             "stringData": words})
+    assert set(shown["stringData"].values()) == {REDACTED}

@@ -125,7 +125,7 @@ def test_no_decoy_in_any_output_and_every_file_private(
         assert stat.S_IMODE(folder.stat().st_mode) == 0o700, f"{folder} is not 0700"
 
 
-UNSEEN = ("rotated", "deleted", "default", "printed", "captured")
+UNSEEN = ("rotated", "deleted", "default", "printed", "captured", "looping")
 
 INNER_UNSEEN = textwrap.dedent('''
     import base64
@@ -151,7 +151,7 @@ INNER_UNSEEN = textwrap.dedent('''
 
 
     def test_leaks_nothing(namespace, k8s, run_operator, in_default):
-        for route in ("rotated", "deleted", "printed", "captured"):
+        for route in ("rotated", "deleted", "printed", "captured", "looping"):
             k8s.core.create_namespaced_secret(namespace, {"metadata": {"name": route},
                                                           "stringData": {"v": D[route]}})
 
@@ -169,7 +169,9 @@ INNER_UNSEEN = textwrap.dedent('''
             print("printed", value("printed"), flush=True)
             logging.getLogger("elsewhere").warning("captured %%s", value("captured"))
             log.warning("all told")
-            stop.wait()
+            looping = value("looping")
+            while not stop.wait(0.005):  # while pytest writes the report, capture suspended
+                print("looping", looping, flush=True)
 
         operator = run_operator(leaky, name="leaky", loggers=["leaky"],
                                 groups=["system:masters"])
@@ -185,7 +187,9 @@ def test_values_the_report_never_lists_are_scrubbed_too(
         inner_pytester: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Recording off, the Secrets listed at failure time are the test's namespaces' as they
     are then: before, a value rotated away, a deleted Secret's, one in ``default``, and
-    anything a thread operator printed or logged to pytest's capture showed in clear."""
+    anything a thread operator printed or logged to pytest's capture showed in clear; and a
+    thread operator printing while pytest's capture was suspended (the failure report being
+    written) put its value on the terminal in clear, 8 lines of it under the test's name."""
     decoys = {route: f"decoy-{route}-{secrets.token_hex(6)}" for route in UNSEEN}
     for route, value in decoys.items():
         monkeypatch.setenv(f"DECOY_{route.upper()}", value)
@@ -193,19 +197,24 @@ def test_values_the_report_never_lists_are_scrubbed_too(
     # Recording off: --envtest-report and --envtest-artifacts record the session's changes
     # (the recorder learns every Secret it sees); the report goes to pytest's basetemp.
     basetemp = tmp_path / "basetemp"
+    junit = tmp_path / "junit.xml"
     result = inner_pytester.runpytest_subprocess(
-        "-p", "no:cacheprovider", f"--basetemp={basetemp}", timeout=300)
+        "-p", "no:cacheprovider", f"--basetemp={basetemp}", f"--junitxml={junit}",
+        "-v", timeout=300)  # -v: every section whole (the looping prints fill the log's tail)
     result.assert_outcomes(failed=1)
     printed = result.stdout.str() + result.stderr.str()
-    # Each route was taken: the operator-log section, pytest's captured stdout and log.
+    # Each route was taken: the operator-log section (its prints among its log lines, in
+    # every phase), pytest's captured log.
     for line in ("rotated <redacted>", "deleted <redacted>", "default <redacted>",
-                 "printed <redacted>", "captured <redacted>"):
+                 "printed <redacted>", "captured <redacted>", "looping <redacted>"):
         assert line in printed, (line, printed)
-    assert "Captured stdout call" in printed and "Captured log call" in printed, printed
+    assert "Captured log call" in printed, printed
+    assert "INFO stdout [operator-leaky] printed <redacted>" in printed, printed
     files = [p for p in (basetemp / "envtest-reports").rglob("*") if p.is_file()]
     assert any(p.name == "timeline.html" for p in files), files
     texts = {str(p.relative_to(tmp_path)): p.read_text(errors="replace") for p in files}
     texts["terminal"] = printed
+    texts["junit"] = junit.read_text()
     for route, value in decoys.items():
         for form in _forms(value):
             leaked = [name for name, text in texts.items() if form in text]

@@ -7,8 +7,10 @@ import datetime as dt
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -17,6 +19,7 @@ import kubernetes.client
 import psutil
 import pytest
 from framework_helpers import KUBECTL, LineReader, assert_gone, survivors
+from kubernetes.stream import portforward
 
 import envtest
 from envtest import PodPlan
@@ -396,6 +399,65 @@ def test_envtest_up_profile_cluster_runs_what_is_applied_by_hand(tmp_path: Path)
         assert "stopped; nothing left running" in reader.rest()
         assert_gone(children, timeout=5.0, what="envtest up's children after Ctrl-C")
     finally:
+        if up.poll() is None:
+            up.kill()
+            up.wait()
+        for child in survivors(children):
+            child.kill()
+
+
+def test_envtest_up_exec_on_host_and_forward_are_opt_in_from_the_command_line(
+        tmp_path: Path) -> None:
+    """``--exec-on-host`` runs ``kubectl exec`` on this machine (streamed: a shell answers
+    line by line), ``--forward PORT=TARGET`` gives every Pod's port a target: what a test
+    gives through its PodPlan, from the command line."""
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def serve() -> None:
+        try:
+            conn, _ = listener.accept()
+        except OSError:
+            return
+        with conn:
+            conn.sendall(conn.recv(100).upper())
+    threading.Thread(target=serve, daemon=True).start()
+    target = listener.getsockname()[1]
+    up = subprocess.Popen([str(Path(sys.executable).parent / "envtest"), "up", "--profile",
+                           "cluster", "--nodes", "1", "--exec-on-host", "--forward",
+                           f"5432={target}", "--kubeconfig-out", str(tmp_path / "kubeconfig")],
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          env={**os.environ, "COLUMNS": "400"})
+    children: list[psutil.Process] = []
+    try:
+        reader = LineReader(up)
+        reader.wait_for("Press Ctrl-C", timeout=120)
+        children = list(psutil.Process(up.pid).children(recursive=True))
+        assert any("runs the command on this machine" in line for line in reader.lines)
+        assert any(f"port 5432 reaches 127.0.0.1:{target}" in line for line in reader.lines)
+        kubeconfig = tmp_path / "kubeconfig"
+        api = envtest.api_client_from_kubeconfig(kubeconfig)
+        envtest.wait_for_service_account(api, "default")
+        kubernetes.client.CoreV1Api(api).create_namespaced_pod("default", _pod("bare"))
+        envtest.wait_for(api, "Pod", "bare", envtest.pod_is_ready, namespace="default",
+                         timeout=20)
+        env = {**os.environ, "KUBECONFIG": str(kubeconfig), "HOME": str(tmp_path)}
+        done = subprocess.run([str(KUBECTL), "exec", "-i", "bare", "--", "sh"],
+                              input="echo $((6 * 7))\nexit 5\n", capture_output=True,
+                              text=True, timeout=60, check=False, env=env)
+        assert (done.returncode, done.stdout) == (5, "42\n"), done.stderr
+        forward = portforward(
+            kubernetes.client.CoreV1Api(api).connect_get_namespaced_pod_portforward, "bare",
+            "default", ports="5432")
+        conn = forward.socket(5432)
+        conn.settimeout(20)
+        conn.sendall(b"ping")
+        assert conn.recv(100) == b"PING"
+        conn.close()
+        api.close()
+        up.send_signal(signal.SIGINT)
+        assert up.wait(timeout=30) == 0
+    finally:
+        listener.close()
         if up.poll() is None:
             up.kill()
             up.wait()
