@@ -19,7 +19,7 @@ KOPF_BOOKKEEPING = "kopf.zalando.org/last-handled-configuration"
 
 @pytest.mark.envtest_crds(str(HERE / "crd.yaml"))
 @pytest.mark.envtest_explore_expect(
-    "crash after write #* (patch webapps shop)",
+    "crash after the * patch of webapps shop",
     reason="kopf stores a handler's success (a patch of the object's annotations) before its "
            "result (a patch of the status): killed between the two, a fresh instance finds "
            "the change handled and status.create_pod is never written; kopf's design, not "

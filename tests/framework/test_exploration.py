@@ -172,25 +172,33 @@ def test_exploration_names_the_crash_point_of_an_unsafe_operator_and_its_rerun_f
     found_in = time.monotonic() - started
     result.assert_outcomes(failed=1)
     assert "explored crashes: 2 point(s): 1 bug, 1 passed" in output, output
-    label = "crash after write #1 (patch configmaps order-1)"
+    label = "crash after the 1st patch of configmaps order-1"
     assert f"BUG {label}" in output, output
-    assert "BUG crash after write #2" not in output, output  # a crash after the receipt
+    assert "BUG crash after the 1st create" not in output, output  # a crash after the receipt
     assert re.search(r"injected: [\d:.]+ pytest-envtest:operator crash after patch configmaps "
-                     r"test-unsafe-\w+/order-1: killed after successful write 1", output), output
+                     r"test-unsafe-\w+/order-1: killed right after it \(the 1st successful "
+                     r"write the rule selects\)", output), output
+    # The re-run faulted the same request: each run's is named.
+    assert re.search(r"run 2: [\d:.]+ pytest-envtest:operator crash after patch configmaps "
+                     r"test-unsafe-\w+/order-1", output), output
     assert "the test: call: envtest.errors.WaitTimeoutError" in output, output
     # The point's own report, apart from the clean run's and the other point's.
     report = Path(re.search(r"report: (\S+)", output).group(1))  # type: ignore[union-attr]
-    assert report.name.endswith("crash-after-write_1_"), report
-    assert "crash-after-write=1" in (report / "faults_injected.txt").read_text()
+    assert "crash-after-write_1_verb_patch" in report.name, report
+    assert "crash-after-write=1:verb=patch,resource=configmaps,subresource=,name=order-1" in \
+        (report / "faults_injected.txt").read_text()
     failure = (report / "test-failure.txt").read_text()  # the test's own traceback, whole
     assert "def test_unsafe" in failure and "WaitTimeoutError" in failure, failure
     # The summary at the end of the session says what was run.
     assert re.search(r"1 test\(s\) explored: 2 point\(s\) run: 1 bug, 1 passed", output), output
     print(f"the unsafe operator's crash point found in {found_in:.1f} s")  # the closing note
 
-    rerun, rerun_output = run(orders_dir, *again(output, label))
+    rerun_args = again(output, label)
+    assert rerun_args[1] == "--envtest-explore-point", rerun_args  # the same judgment
+    rerun, rerun_output = run(orders_dir, *rerun_args)
     rerun.assert_outcomes(failed=1)
-    assert "killed after successful write 1" in rerun_output, rerun_output
+    assert f"BUG {label}" in rerun_output, rerun_output
+    assert "explored crashes: 1 point(s): 1 bug" in rerun_output, rerun_output
     passing, _ = run(orders_dir, "test_orders.py::test_unsafe",
                      "--envtest-fault", "crash-after-write=2")
     passing.assert_outcomes(passed=1)
@@ -203,8 +211,8 @@ def test_exploration_passes_a_crash_safe_operator_on_every_kind_under_xdist(
     result.assert_outcomes(passed=3)  # the two tests, and test_safe's point runner
     assert "test_safe@explore2" in output, output  # the point runner, an item of its own
     # Two writes (the create, the update) and one update: 2 crash, 1 conflict, 2 error points.
-    match = re.search(r"test_safe: explored crashes, conflicts, errors, stale: (\d+) point\(s\): "
-                      r"0 bugs, (\d+) passed", output)
+    match = re.search(r"test_safe: explored crashes, conflicts, errors, stale, unobserved, lag: "
+                      r"(\d+) point\(s\)[^:]*: 0 bugs, (\d+) passed", output)
     assert match is not None, output
     assert int(match.group(1)) >= 5 and int(match.group(2)) >= 5, output
     assert "test_no_operator: nothing to explore: the test starts no operator" in output, output
@@ -220,10 +228,10 @@ def test_the_differential_check_finds_what_the_assertions_do_not_look_at(
     result, output = run(orders_dir, "--envtest-explore=crashes",  # the check is on by default
                          "--envtest-explore-grace=1", "test_orders.py::test_forgetful")
     result.assert_outcomes(failed=1)
-    assert "BUG crash after write #1 (create configmaps" in output, output
+    assert "BUG crash after the 1st create of configmaps order-1-receipt-*" in output, output
     assert ("end state: never converged: count: configmaps order-1-receipt-*: 1 in the clean "
             "run, 2 here") in output, output
-    assert "BUG crash after write #2" not in output, output
+    assert "BUG crash after the 1st patch" not in output, output
 
 
 def test_the_marker_explores_one_test_and_a_limit_samples_with_a_seed(
@@ -262,12 +270,14 @@ def test_the_marker_explores_one_test_and_a_limit_samples_with_a_seed(
 def test_bad_exploration_input_says_what_is_valid(orders_dir: Any) -> None:
     result, output = run(orders_dir, "--envtest-explore=crash")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    assert ("unknown exploration 'crash'; choose from crashes, conflicts, errors, stale (comma "
-            "separated) or all") in result.stderr.str(), output
+    assert ("unknown exploration 'crash'; choose from crashes, conflicts, errors, stale, "
+            "unobserved, lag (comma separated), views (stale and unobserved) or all"
+            ) in result.stderr.str(), output
     result, _ = run(orders_dir, "--envtest-fault", "crash-after-writes=3")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert ("unknown fault 'crash-after-writes'; the faults are: conflict, error, throttle, "
-            "timeout, stale, drop-watches, gone, crash-after-write") in result.stderr.str()
+            "timeout, stale, drop-watches, gone, crash-after-write, stale-view, unobserved"
+            ) in result.stderr.str()
     orders_dir.makepyfile(test_bad_marker=textwrap.dedent('''
         import pytest
 
@@ -326,9 +336,9 @@ def test_no_secret_value_in_what_exploration_prints_or_writes(orders_dir: Any,
     result, output = run(orders_dir, "--envtest-explore=crashes", "--envtest-explore-diff",
                          "test_leaky.py", f"--envtest-artifacts={artifacts}")
     result.assert_outcomes(failed=1)
-    assert "BUG crash after write #1" in output and "no receipt for the holder of" in \
-        output, output
-    summary = output.split("BUG crash after write #1", 1)[1]
+    assert "BUG crash after the 1st patch of configmaps order-1" in output and \
+        "no receipt for the holder of" in output, output
+    summary = output.split("BUG crash after the 1st patch", 1)[1]
     written = {path: path.read_text(errors="replace") for path in artifacts.rglob("*")
                if path.is_file()}  # every file: the point's snapshot too
     assert any(path.name == "test-failure.txt" for path in written), sorted(written)
@@ -371,11 +381,11 @@ def test_exploration_finds_the_crash_point_of_a_go_operator(inner_pytester: Any,
     '''))
     result, output = run(inner_pytester, "--envtest-explore=crashes,errors")
     result.assert_outcomes(failed=1)
-    assert "BUG crash after write #1 (patch configmaps order-1)" in output, output
-    assert "killed after successful write 1" in output, output
+    assert "BUG crash after the 1st patch of configmaps order-1" in output, output
+    assert "killed right after it (the 1st successful write the rule selects)" in output, output
     # A 500 on the patch is retried on the next tick; one on the create, after the order is
     # marked done, is the same bug met another way: nothing lists a done order again.
-    assert "BUG 500 on write #1" not in output, output
-    assert "BUG 500 on write #2 (create configmaps order-1-receipt)" in output, output
+    assert "BUG 500 on the 1st patch" not in output, output
+    assert "BUG 500 on the 1st create of configmaps order-1-receipt" in output, output
     assert re.search(r"explored crashes, errors: 4 point\(s\): 2 bugs, 2 passed", output), \
         output

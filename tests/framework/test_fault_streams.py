@@ -253,11 +253,12 @@ def test_an_operator_that_execs_is_explored_and_its_exec_is_a_point(
     output = result.stdout.str()
     result.assert_outcomes(passed=1)
     [test] = json.loads(summary.read_text())["tests"]
-    outcomes = {o["point"]["spec"]: o["verdict"] for o in test["outcomes"]}
+    outcomes = {o["point"]["label"]: o["verdict"] for o in test["outcomes"]}
     # Every point reached and passed, the end-state diff on: no false alarm from where the
     # run placed the Pod (its Node, its IP).
-    assert outcomes == {"crash-after-write=1": "passed", "error=500:nth=1": "passed",
-                        "error=500:verb=exec,nth=1": "passed"}, (outcomes, output)
+    assert outcomes == {"crash after the 1st create of configmaps dump": "passed",
+                        "500 on the 1st create of configmaps dump": "passed",
+                        "500 on the 1st exec of pods/exec db": "passed"}, (outcomes, output)
     assert "fix that first" not in output
 
 

@@ -171,15 +171,17 @@ def test_shards_merge_into_one_test_each_point_once(tmp_path: Path) -> None:
 
 def test_a_point_not_reached_says_what_its_fault_waited_for() -> None:
     """Before: every one read 'the operator wrote less in those runs', a watch point too."""
-    stale = FaultPoint("stale", "stale=3:resource=pods", "watch events of pods held back 3 s")
-    crash = FaultPoint("crashes", "crash-after-write=4", "crash after write #4")
-    execs = FaultPoint("errors", "error=500:verb=exec,nth=2", "500 on exec #2")
-    exploration = Exploration("t.py::t", ("crashes", "errors", "stale"), found=3, chosen=3)
+    lag = FaultPoint("lag", "stale=3:resource=pods", "watch events of pods held back 3 s")
+    crash = FaultPoint("crashes", "crash-after-write=4:verb=create,resource=pods",
+                       "crash after the 4th create of pods")
+    view = FaultPoint("unobserved", "unobserved:resource=pods,name=p,change=spec,nth=1",
+                      "unobserved: the 1st change (spec) of pods p held back until the next")
+    exploration = Exploration("t.py::t", ("crashes", "unobserved", "lag"), found=3, chosen=3)
     exploration.outcomes = [PointOutcome(p, "not reached", 1.0, reason=not_reached_reason(p))
-                            for p in (stale, crash, execs)]
+                            for p in (lag, crash, view)]
     text = exploration.text()
     assert ("watch events of pods held back 3 s (the operator opened no such watch in that "
             "run before the test returned)") in text, text
-    assert ("crash after write #4 (the operator sent fewer writes in that run before the "
-            "test returned)") in text, text
-    assert "500 on exec #2 (the operator sent fewer such requests in that run)" in text, text
+    assert "crash after the 4th create of pods (that request never came in that run)" in text
+    assert ("(the operators were never served that change of the object in that run)"
+            in text), text

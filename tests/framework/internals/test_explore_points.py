@@ -24,9 +24,11 @@ NOW = dt.datetime(2026, 12, 2, tzinfo=dt.UTC)
 
 
 def exchange(verb: str, resource: str, name: str, code: int = 200,
-             subresource: str = "") -> Exchange:
-    return Exchange(NOW, "op", RequestInfo(verb, "", "v1", resource, subresource, "ns-1", name),
-                    code)
+             subresource: str = "", version: str = "", noop: bool = False,
+             operator: str = "op") -> Exchange:
+    return Exchange(NOW, operator,
+                    RequestInfo(verb, "", "v1", resource, subresource, "ns-1", name), code,
+                    version=version, noop=noop)
 
 
 TRAFFIC = [
@@ -40,47 +42,110 @@ TRAFFIC = [
 ]
 
 
-def test_each_kind_makes_its_points_from_the_clean_runs_traffic() -> None:
-    points = fault_points(("crashes", "conflicts", "errors", "stale"), TRAFFIC)
+def test_each_point_is_named_by_the_request_it_faults() -> None:
+    points = fault_points(("crashes", "conflicts", "errors", "lag"), TRAFFIC)
     assert [(p.kind, p.spec, p.label) for p in points] == [
-        ("crashes", "crash-after-write=1", "crash after write #1 (create configmaps child)"),
-        ("crashes", "crash-after-write=2", "crash after write #2 (update widgets/status w)"),
-        ("crashes", "crash-after-write=3", "crash after write #3 (patch configmaps parent)"),
-        ("conflicts", "conflict:verb=update,nth=1",
-         "409 Conflict on update #1 (update widgets/status w)"),
-        ("conflicts", "conflict:verb=update,nth=2",
-         "409 Conflict on update #2 (update widgets/status w)"),
-        ("errors", "error=500:nth=1", "500 on write #1 (create configmaps child)"),
-        ("errors", "error=500:nth=2", "500 on write #2 (update widgets/status w)"),
-        ("errors", "error=500:nth=3", "500 on write #3 (update widgets/status w)"),
-        ("errors", "error=500:nth=4", "500 on write #4 (patch configmaps parent)"),
-        ("stale", "stale=3:resource=configmaps", "watch events of configmaps held back 3 s"),
-        ("stale", "gone:resource=configmaps,times=1",
+        ("crashes", "crash-after-write=1:verb=create,resource=configmaps,subresource=,"
+                    "name=child", "crash after the 1st create of configmaps child"),
+        ("crashes", "crash-after-write=1:verb=update,resource=widgets,subresource=status,"
+                    "name=w", "crash after the 1st update of widgets/status w"),
+        ("crashes", "crash-after-write=1:verb=patch,resource=configmaps,subresource=,"
+                    "name=parent", "crash after the 1st patch of configmaps parent"),
+        ("conflicts", "conflict:verb=update,resource=widgets,subresource=status,name=w,nth=1",
+         "409 Conflict on the 1st update of widgets/status w"),
+        ("conflicts", "conflict:verb=update,resource=widgets,subresource=status,name=w,nth=2",
+         "409 Conflict on the 2nd update of widgets/status w"),
+        ("errors", "error=500:verb=create,resource=configmaps,subresource=,name=child,nth=1",
+         "500 on the 1st create of configmaps child"),
+        ("errors", "error=500:verb=update,resource=widgets,subresource=status,name=w,nth=1",
+         "500 on the 1st update of widgets/status w"),
+        ("errors", "error=500:verb=update,resource=widgets,subresource=status,name=w,nth=2",
+         "500 on the 2nd update of widgets/status w"),
+        ("errors", "error=500:verb=patch,resource=configmaps,subresource=,name=parent,nth=1",
+         "500 on the 1st patch of configmaps parent"),
+        ("lag", "stale=3:resource=configmaps", "watch events of configmaps held back 3 s"),
+        ("lag", "gone:resource=configmaps,times=1",
          "first watch of configmaps answered 410 Gone"),
-        ("stale", "stale=3:resource=pods", "watch events of pods held back 3 s"),
-        ("stale", "gone:resource=pods,times=1", "first watch of pods answered 410 Gone"),
+        ("lag", "stale=3:resource=pods", "watch events of pods held back 3 s"),
+        ("lag", "gone:resource=pods,times=1", "first watch of pods answered 410 Gone"),
     ]
     for point in points:  # each spec is a rule --envtest-fault reads back as itself
         assert str(parse_fault(point.spec)) == point.spec
 
 
+def test_a_point_meets_its_request_whatever_else_came_before_it() -> None:
+    """The rule of "the 1st delete of statefulsets x-server" selects that request only: a run
+    that writes a heartbeat ConfigMap a varying number of times first still meets it."""
+    [point] = [p for p in fault_points(("crashes",), [
+        exchange("update", "configmaps", "heartbeat"),
+        exchange("delete", "statefulsets", "x-server")]) if "statefulsets" in p.spec]
+    rule = parse_fault(point.spec)
+    heartbeat = RequestInfo("update", "", "v1", "configmaps", "", "ns-2", "heartbeat")
+    delete = RequestInfo("delete", "apps", "v1", "statefulsets", "", "ns-2", "x-server")
+    assert not rule.selects(heartbeat, "op") and rule.selects(delete, "op")
+    for _ in range(7):  # seven heartbeats this run: none counts
+        assert not (rule.selects(heartbeat, "op") and rule.count_and_decide())
+    assert rule.selects(delete, "op") and rule.count_and_decide() and rule.injected == 1
+
+
+def test_generated_names_and_events_are_named_as_two_runs_agree() -> None:
+    made = Exchange(NOW, "op", RequestInfo("create", "", "v1", "configmaps", "", "ns-1", "",
+                                           generate_name="order-1-receipt-"), 201)
+    event = exchange("create", "events", "order-1.17a2b3c4d5e6f708", 201)
+    labels = [p.label for p in fault_points(("crashes",), [made, event])]
+    assert labels == ["crash after the 1st create of configmaps order-1-receipt-*",
+                      "crash after the 1st create of events order-1.*"]
+    rule = parse_fault(fault_points(("crashes",), [made])[0].spec)
+    other_run = RequestInfo("create", "", "v1", "configmaps", "", "ns-9", "",
+                            generate_name="order-1-receipt-")
+    assert rule.selects(other_run, "op")
+    named = RequestInfo("update", "", "v1", "configmaps", "", "ns-9", "order-1-receipt-x7k2p")
+    assert parse_fault("crash-after-write=1:verb=update,name=order-1-receipt-*").selects(
+        named, "op")
+
+
+def test_equivalent_points_are_merged_and_counted() -> None:
+    """A crash after a write that stored nothing is a crash before it; an identity repeated
+    on every reconcile keeps its first two occurrences and its last."""
+    traffic = [exchange("update", "widgets", "w", 200, "status", version=str(v))
+               for v in range(1, 7)]
+    traffic.append(exchange("patch", "configmaps", "c", version="9", noop=True))
+    points = fault_points(("crashes",), traffic)
+    assert [p.label for p in points] == [
+        "crash after the 1st update of widgets/status w",
+        "crash after the 2nd update of widgets/status w",
+        "crash after the 6th update of widgets/status w"]
+    assert points.merged == {"repeat": 3, "no-op": 1}
+
+
+def test_several_operators_are_named_in_their_points() -> None:
+    traffic = [exchange("create", "configmaps", "a", 201, operator="one"),
+               exchange("create", "configmaps", "a", 201, operator="two")]
+    specs = [p.spec for p in fault_points(("crashes",), traffic)]
+    assert specs == [
+        "crash-after-write=1:verb=create,resource=configmaps,subresource=,name=a,operator=one",
+        "crash-after-write=1:verb=create,resource=configmaps,subresource=,name=a,operator=two"]
+
+
 def test_only_the_kinds_asked_for() -> None:
     assert {p.kind for p in fault_points(("conflicts",), TRAFFIC)} == {"conflicts"}
-    assert fault_points(("crashes",), [exchange("watch", "pods", "", 0)]) == []
+    assert list(fault_points(("crashes",), [exchange("watch", "pods", "", 0)])) == []
 
 
 def test_kinds_parse_in_a_stable_order_and_unknown_ones_list_the_valid() -> None:
-    assert parse_explore_kinds("stale, crashes") == ("crashes", "stale")
-    assert parse_explore_kinds("all") == ("crashes", "conflicts", "errors", "stale")
+    assert parse_explore_kinds("lag, crashes") == ("crashes", "lag")
+    assert parse_explore_kinds("views") == ("stale", "unobserved")
+    assert parse_explore_kinds("all") == ("crashes", "conflicts", "errors", "stale",
+                                          "unobserved", "lag")
     assert parse_explore_kinds("") == ()
     with pytest.raises(ConfigurationError, match="unknown exploration 'crash'; choose from "
-                       "crashes, conflicts, errors, stale"):
+                       "crashes, conflicts, errors, stale, unobserved, lag"):
         parse_explore_kinds("crash")
 
 
 def test_a_sample_is_bounded_repeatable_by_its_seed_and_keeps_the_order() -> None:
-    points = fault_points(("errors",), [exchange("create", "pods", f"p{i}", 201)
-                                        for i in range(120)])
+    points = list(fault_points(("errors",), [exchange("create", "pods", f"p{i}", 201)
+                                             for i in range(120)]))
     first = sample(points, 50, seed=7)
     assert len(first) == 50 and first == sample(points, 50, seed=7)
     assert first != sample(points, 50, seed=8)
