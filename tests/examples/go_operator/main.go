@@ -15,9 +15,15 @@
 //     done, so no instance lists it again: its receipt is never made. This is the reconcile bug
 //     that fault exploration (a crash after a write) must find.
 //
+// --heartbeat 150ms makes it also write a ConfigMap order-keeper-heartbeat that often (its
+// data.beat counts up), as operators renew a Lease or stamp a status: the number of writes
+// before any order's changes with every run, so "the k-th write" is another request each time
+// and only a fault point named by its request meets the same one.
+//
 // Usage:
 //
 //	order-keeper [--kubeconfig PATH] [--namespace NAME] [--unsafe] [--interval 100ms]
+//	             [--heartbeat 150ms]
 //
 // --kubeconfig defaults to $KUBECONFIG and --namespace to $WATCH_NAMESPACE (the framework's
 // run_operator sets KUBECONFIG and replaces "{kubeconfig}" in the arguments). The kubeconfig is
@@ -73,6 +79,8 @@ func main() {
 	unsafe := flag.Bool("unsafe", false,
 		"mark an order done before creating its receipt (a crash in between loses the receipt)")
 	interval := flag.Duration("interval", 100*time.Millisecond, "how often to list the orders")
+	heartbeat := flag.Duration("heartbeat", 0,
+		"also write the ConfigMap order-keeper-heartbeat this often (0: never)")
 	flag.Parse()
 	if *kubeconfigPath == "" || *namespace == "" || *interval <= 0 || flag.NArg() > 0 {
 		log.Printf("usage: order-keeper --kubeconfig PATH --namespace NAME [--unsafe] " +
@@ -96,6 +104,9 @@ func main() {
 	log.Printf("started (pid %d): server %s, namespace %s, mode %s, every %s",
 		os.Getpid(), api.server, *namespace, mode, *interval)
 
+	if *heartbeat > 0 {
+		go keeper.beat(ctx, *heartbeat)
+	}
 	ticker := time.NewTicker(*interval)
 	defer ticker.Stop()
 	for {
@@ -114,6 +125,30 @@ type keeper struct {
 	api       *client
 	namespace string
 	unsafe    bool
+}
+
+// beat writes the heartbeat ConfigMap every period until ctx ends (create once, then update
+// its counter): writes whose number before an order's varies from run to run.
+func (k *keeper) beat(ctx context.Context, period time.Duration) {
+	ticker := time.NewTicker(period)
+	defer ticker.Stop()
+	for n := 1; ; n++ {
+		body := map[string]any{
+			"apiVersion": "v1", "kind": "ConfigMap",
+			"metadata": map[string]any{"name": "order-keeper-heartbeat"},
+			"data":     map[string]string{"beat": fmt.Sprint(n)},
+		}
+		path := k.configMaps() + "/order-keeper-heartbeat?fieldManager=order-keeper"
+		if err := k.api.do(ctx, http.MethodPatch, path, "application/apply-patch+yaml", body,
+			nil); err != nil && ctx.Err() == nil {
+			log.Printf("heartbeat: %v", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+	}
 }
 
 // tick lists the open orders and reconciles each; an error is logged and the order is tried
