@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import queue
+import signal
 import sys
 import threading
 import time
@@ -31,6 +32,7 @@ from envtest import (
     ApiCalls,
     Clients,
     Cluster,
+    ConfigurationError,
     OperatorCrashed,
     OperatorHandle,
     Pods,
@@ -424,3 +426,51 @@ def test_process_operator_gets_kubeconfig_and_is_stopped(
     assert "terminated cleanly" in operator.logs()
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
+
+
+LEADER = """
+import signal, sys, time
+import kubernetes
+kubernetes.config.load_kube_config()
+core = kubernetes.client.CoreV1Api()
+namespace = sys.argv[1]
+
+def release(*_):  # a leader that stops gracefully gives its lease up
+    core.delete_namespaced_config_map("leader", namespace)
+    sys.exit(0)
+
+signal.signal(signal.SIGTERM, release)
+core.create_namespaced_config_map(namespace, {"metadata": {"name": "leader"}})
+print("leading", flush=True)
+while True:
+    time.sleep(0.1)
+"""
+
+
+def test_kill_is_the_tests_own_and_leaves_the_lease_held(run_operator, k8s, namespace,
+                                                        tmp_path) -> None:
+    """``kill()``: SIGKILL at once, no cleanup (the lease stays held), and no crash reported
+    (the test's waits go on); ``stop()`` lets it release; a thread cannot be killed."""
+    script = tmp_path / "leader.py"
+    script.write_text(LEADER)
+    operator = run_operator([sys.executable, str(script), namespace], name="leader")
+    eventually(lambda: "leading" in operator.logs(), timeout=30)
+    operator.kill()
+    assert not operator.process.running()
+    assert operator.crash() is None and operator.killed_with == signal.SIGKILL
+    # Its lease is still held (nothing ran at its death), and a wait is not failed by it.
+    assert eventually(lambda: k8s.core.read_namespaced_config_map("leader", namespace),
+                      timeout=5)
+    operator.stop()  # nothing more to do
+
+    k8s.core.delete_namespaced_config_map("leader", namespace)
+    second = run_operator([sys.executable, str(script), namespace], name="second")
+    eventually(lambda: "leading" in second.logs(), timeout=30)
+    second.stop()  # SIGTERM: it releases
+    with pytest.raises(ApiException) as gone:
+        k8s.core.read_namespaced_config_map("leader", namespace)
+    assert gone.value.status == 404
+
+    thread = run_operator(lambda api_client, stop: stop.wait(), name="in-a-thread")
+    with pytest.raises(ConfigurationError, match="a thread cannot be killed"):
+        thread.kill()

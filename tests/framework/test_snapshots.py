@@ -70,8 +70,19 @@ INNER = textwrap.dedent('''
                                            "type": "object",
                                            "x-kubernetes-preserve-unknown-fields": True}}}]}}
 
+    @pytest.fixture
+    def bucket_system(k8s, namespace):
+        """A namespace of the operator's own, as a fixture makes it (not the test's)."""
+        name = "bucket-system-" + namespace[-5:]
+        k8s.core.create_namespace({"metadata": {"name": name}})
+        k8s.core.create_namespaced_config_map(name, {"metadata": {"name": "settings"},
+                                                     "data": {"region": "eu"}})
+        yield name
+        k8s.core.delete_namespace(name)
+
     @pytest.mark.envtest_profile("cluster")
-    def test_fails_with_pods_held_pending(install_crds, apply, k8s, namespace, kubelet):
+    def test_fails_with_pods_held_pending(install_crds, apply, k8s, namespace, kubelet,
+                                          bucket_system):
         install_crds(crd("Gizmo", "Namespaced"), crd("Knob", "Cluster"))
         kubelet.plan("app=web", PodPlan(running_after=3600))  # held Pending here
         apply({"apiVersion": "snap.example.com/v1", "kind": "Knob",
@@ -112,7 +123,7 @@ INNER = textwrap.dedent('''
                                                   "value": "SECRET_VALUE"}]}]}}}})
         eventually(lambda: len([p for p in k8s.core.list_namespaced_pod(namespace).items
                                 if p.spec.node_name]) == 2, timeout=30)
-        print("FAILED_NS", namespace, "GIZMO_UID", gizmo.metadata.uid)
+        print("FAILED_NS", namespace, "GIZMO_UID", gizmo.metadata.uid, "EXTRA_NS", bucket_system)
         assert False, "the Pods never came up"
 ''').replace("SECRET_VALUE", SECRET_VALUE).replace(
     "B64_VALUE", base64.b64encode(B64_DECOY.encode()).decode()).replace("LAST_VALUE", LAST_DECOY)
@@ -187,9 +198,9 @@ def test_a_failed_tests_snapshot_restores_on_a_new_plane_and_its_pods_move_on(
         "--envtest-artifacts", str(artifacts), timeout=300)
     result.assert_outcomes(failed=1)
     output = result.stdout.str()
-    match = re.search(r"FAILED_NS (\S+) GIZMO_UID (\S+)", output)
+    match = re.search(r"FAILED_NS (\S+) GIZMO_UID (\S+) EXTRA_NS (\S+)", output)
     assert match, output[-3000:]
-    namespace, old_gizmo_uid = match.groups()
+    namespace, old_gizmo_uid, extra = match.groups()
     restore_line = re.search(r"restore it with: envtest up --restore (\S+)", output)
     assert restore_line, output[-3000:]
     folder = Path(restore_line.group(1))
@@ -206,7 +217,8 @@ def test_a_failed_tests_snapshot_restores_on_a_new_plane_and_its_pods_move_on(
     assert (manifest["profile"], manifest["nodes"], manifest["seed"]) == ("cluster", 3, 7)
     assert "deployment-controller" in manifest["controllers"]
     assert manifest["test"] == "test_ci.py::test_fails_with_pods_held_pending"
-    assert manifest["namespaces"] == [namespace]
+    # The test's namespace, and the one its fixture made (it held only the test's before).
+    assert manifest["namespaces"] == [namespace, extra]
     assert {"gizmos.snap.example.com", "knobs.snap.example.com"} <= set(manifest["crds"])
     taken = dt.datetime.fromisoformat(manifest["taken"])
     assert abs((dt.datetime.now(dt.UTC) - taken).total_seconds()) < 600
@@ -214,7 +226,8 @@ def test_a_failed_tests_snapshot_restores_on_a_new_plane_and_its_pods_move_on(
     assert manifest["objects"] == len(items)
     kinds = {(o["kind"], o["metadata"]["name"]) for o in items}
     assert {("Namespace", namespace), ("Knob", namespace), ("Gizmo", "g"),
-            ("Deployment", "web"), ("Secret", "creds")} <= kinds
+            ("Deployment", "web"), ("Secret", "creds"), ("Namespace", extra),
+            ("ConfigMap", "settings")} <= kinds
 
     # No decoy in any form in any file, the snapshot included: artifacts get uploaded.
     files = [p for p in artifacts.rglob("*") if p.is_file()]
@@ -255,6 +268,9 @@ def test_a_failed_tests_snapshot_restores_on_a_new_plane_and_its_pods_move_on(
             "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"]
         restored = next(line for line in reader.lines if line.startswith("restored "))
         assert "problems" not in restored, reader.lines
+        # What the snapshot held and the restore left out is named, with why.
+        assert f"ConfigMap {namespace}/kube-root-ca.crt" in restored, restored
+        assert "left out (" in restored and "makes its own" in restored, restored
         assert any("(seed 7)" in line for line in reader.lines), reader.lines
         api = envtest.api_client_from_kubeconfig(kubeconfig)
         try:
@@ -266,6 +282,8 @@ def test_a_failed_tests_snapshot_restores_on_a_new_plane_and_its_pods_move_on(
             assert gizmo["metadata"]["uid"] != old_gizmo_uid
             child = core.read_namespaced_config_map("child", namespace)
             assert [r.uid for r in child.metadata.owner_references] == [gizmo["metadata"]["uid"]]
+            # What an operator reads at its start is there: its namespace and settings.
+            assert core.read_namespaced_config_map("settings", extra).data == {"region": "eu"}
             knob = custom.get_cluster_custom_object("snap.example.com", "v1", "knobs",
                                                     namespace)
             assert knob["spec"] == {"turned": True}

@@ -191,12 +191,14 @@ def test_consistently_fails_fast_when_the_condition_turns_false(
     assert time.monotonic() - started < 5  # long before the 30 s duration
     flipper.result(timeout=5)
     message = str(raised.value)
-    assert message.startswith("flip stays pending: condition became false on check ")
+    # The condition is named (it was not: a test with several could not tell which).
+    assert message.startswith("flip stays pending: condition still_pending became false on "
+                              "check "), message
     assert "last value: False" in message
 
 
 def test_consistently_fails_when_the_condition_raises(k8s: Clients, namespace: str) -> None:
-    with pytest.raises(WaitTimeoutError, match="condition raised on check 1 .*404"):
+    with pytest.raises(WaitTimeoutError, match="condition <lambda> raised on check 1 .*404"):
         consistently(lambda: k8s.core.read_namespaced_config_map("gone", namespace),
                      duration=5)
 

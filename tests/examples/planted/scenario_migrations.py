@@ -1,10 +1,9 @@
 """Explored by tests/framework/test_planted_bugs.py: a database moved v1 -> v2 -> v3."""
 
+import migrations
 import pytest
 
 from envtest import eventually
-
-import migrations
 
 
 def applied(k8s, namespace):

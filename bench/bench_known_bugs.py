@@ -1,0 +1,213 @@
+"""Known public reconcile bugs of a real operator, found (or not) by exploration.
+
+Sieve (OSDI 2022) lists the reconcile bugs it found in real operators with the issues and
+the commits that fixed them.  This builds RabbitMQ's cluster operator from its released Go
+module source (``bench/known_bugs/build.py``: the module proxy serves its tagged releases;
+unchanged, built with this machine's Go) at a release with each bug and the first release
+with its fix, runs Sieve's workload for that bug as a test of this framework
+(``bench/known_bugs/scenario_rabbitmq.py``) and explores it with the kind of the bug's
+pattern, on both releases:
+
+- found: the bug's own point (its ``signature``, the request or change its mechanism hangs
+  on) is reported as ``bug`` on the buggy release;
+- every finding (a bug, a flaky point, a slow recovery) on either release is read and
+  judged: the reviews are ``bench/results/known-bugs-review.json`` (written by hand after
+  reading each finding's report, keyed by ``<bug> <version> <label>``); a finding with no
+  review counts as unreviewed, never as real;
+- the false-positive rate: findings judged false over all findings.
+
+Writes ``bench/results/known-bugs.json``.  Not in ``make test``: it builds operators from
+their sources (a few minutes each, once) and explores for about an hour.
+
+    python -m bench.bench_known_bugs [--only 782,648] [--limit 0] [--workers 1]
+    python -m bench.bench_known_bugs --rejudge    # after editing the review file
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench.known_bugs.build import BuildUnavailable, build
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results"
+OUTPUT = RESULTS / "known-bugs.json"
+REVIEWS = RESULTS / "known-bugs-review.json"
+SCENARIO = ROOT / "bench" / "known_bugs" / "scenario_rabbitmq.py"
+MODULE = "github.com/rabbitmq/cluster-operator"
+#: Sieve's published figures, for the README's comparison.
+SIEVE = {"bugs": 46, "false_positive_percent": 3.5}
+FINDINGS = ("bug", "flaky", "slow recovery")
+
+
+@dataclass(frozen=True)
+class KnownBug:
+    issue: str
+    pattern: str
+    description: str
+    buggy: str
+    #: The first release with the fix (None: none published).
+    fixed: str | None
+    test: str
+    kinds: str
+    #: A regular expression a finding's label matches when it is this bug's own point.
+    signature: str
+
+
+BUGS = (
+    KnownBug("rabbitmq/cluster-operator#782", "intermediate",
+             "killed right after it deletes the StatefulSet during a volume resize, the "
+             "fresh instance makes it again from the new template and never expands the "
+             "claims", "v1.8.3", "v1.10.0", "test_resize_pvc", "crashes",
+             r"^crash after the 1st delete of statefulsets rabbitmq-cluster-server$"),
+    KnownBug("rabbitmq/cluster-operator#648", "stale",
+             "restarted with a view of the old cluster being deleted after it was made "
+             "again, the finalizer deletes the new cluster's StatefulSet (a delete with no "
+             "uid precondition)", "v1.6.0", "v1.7.0", "test_recreate", "stale",
+             r"^stale view: .* of rabbitmqclusters rabbitmq-cluster "),
+    KnownBug("rabbitmq/cluster-operator#653", "stale",
+             "restarted with a view of the cluster from before its volume was resized, it "
+             "deletes the StatefulSet again and tries to shrink the claims", "v1.6.0",
+             "v1.7.0", "test_resize_pvc", "stale",
+             r"^stale view: .* of rabbitmqclusters rabbitmq-cluster "),
+    KnownBug("rabbitmq/cluster-operator#758", "unobserved",
+             "the scale-up to 3 replicas unobserved (held until the scale-down to 2), it "
+             "scales from 1 to 2 and never refuses the scale-down", "v1.8.3", None,
+             "test_scaleup_scaledown", "unobserved",
+             r"^unobserved: .* \(spec\.replicas\) of rabbitmqclusters rabbitmq-cluster "),
+)
+
+
+def explore(bug: KnownBug, version: str, limit: int, workers: int) -> dict[str, Any]:
+    """One exploration of ``bug``'s workload on ``version``: its summary, minutes, points."""
+    built = build(MODULE, version)
+    with tempfile.TemporaryDirectory(prefix="known-bugs-") as folder:
+        summary = Path(folder) / "summary.json"
+        shutil.copy(SCENARIO, folder)  # run where no conftest or ini of this repository is
+        command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
+                   f"{SCENARIO.name}::{bug.test}", f"--envtest-explore={bug.kinds}",
+                   f"--envtest-explore-limit={limit}", f"--envtest-explore-json={summary}",
+                   f"--basetemp={folder}/tmp"]
+        if workers > 1:
+            command += ["-n", str(workers)]
+        env = {**os.environ, "RMQ_SOURCE": str(built.source), "RMQ_BINARY": str(built.binary)}
+        started = time.monotonic()
+        done = subprocess.run(command, capture_output=True, text=True, env=env, check=False,
+                              timeout=4 * 3600, cwd=folder)
+        minutes = (time.monotonic() - started) / 60
+        data = json.loads(summary.read_text()) if summary.exists() else {"tests": []}
+    outcomes = [o for test in data["tests"] for o in test["outcomes"]]
+    nothing = next((t.get("nothing") for t in data["tests"] if t.get("nothing")), "")
+    return {"version": version, "minutes": round(minutes, 1), "points": len(outcomes),
+            "counts": data.get("counts", {}), "nothing": nothing,
+            "exit": done.returncode, "tail": done.stdout[-1500:] if not outcomes else "",
+            "findings": [{"label": o["point"]["label"], "verdict": o["verdict"],
+                          "spec": o["point"]["spec"],
+                          "what": (o.get("error") or "; ".join(o.get("findings") or [])
+                                   or o.get("reason") or "")[:400]}
+                         for o in outcomes if o["verdict"] in FINDINGS]}
+
+
+def judged(bug: KnownBug, run: dict[str, Any], reviews: dict[str, Any]) -> list[dict]:
+    """The run's findings, each with the verdict its review gave after reading it."""
+    found = []
+    for finding in run["findings"]:
+        key = f"{bug.issue} {run['version']} {finding['label']}"
+        review = reviews.get(key) or {}
+        own = run["version"] == bug.buggy and re.search(bug.signature, finding["label"])
+        verdict = review.get("verdict") or ("true: the known bug's own point" if own
+                                            and finding["verdict"] == "bug"
+                                            else "unreviewed")
+        found.append({**finding, "version": run["version"], "verdict_after_reading": verdict,
+                      "why": review.get("why", "")})
+    return found
+
+
+def entry(bug: KnownBug, buggy: dict[str, Any], fixed: dict[str, Any] | None,
+          reviews: dict[str, Any]) -> dict[str, Any]:
+    findings = judged(bug, buggy, reviews) + (judged(bug, fixed, reviews) if fixed else [])
+    found = any(f["version"] == bug.buggy and f["verdict"] == "bug"
+                and re.search(bug.signature, f["label"]) for f in findings)
+    fixed_findings = [f for f in findings if fixed and f["version"] == bug.fixed]
+    return {
+        "operator": MODULE, "bug": bug.issue, "pattern": bug.pattern,
+        "description": bug.description, "buggy_version": bug.buggy,
+        "fixed_version": bug.fixed, "found": bool(found),
+        "minutes": round(buggy["minutes"] + (fixed["minutes"] if fixed else 0.0), 1),
+        "points": buggy["points"] + (fixed["points"] if fixed else 0),
+        "buggy_run": {k: v for k, v in buggy.items() if k != "findings"},
+        "fixed_run": {k: v for k, v in fixed.items() if k != "findings"} if fixed else None,
+        "fixed_findings": len(fixed_findings),
+        "fixed_false_positives": sum(1 for f in fixed_findings
+                                     if f["verdict_after_reading"].startswith("false")),
+        "findings": findings,
+    }
+
+
+def rate(entries: list[dict[str, Any]]) -> dict[str, Any]:
+    findings = [f for e in entries for f in e["findings"]]
+    false = sum(1 for f in findings if f["verdict_after_reading"].startswith("false"))
+    unreviewed = sum(1 for f in findings if f["verdict_after_reading"] == "unreviewed")
+    return {"findings": len(findings), "false_positives": false, "unreviewed": unreviewed,
+            "percent": round(100.0 * false / len(findings), 1) if findings else 0.0}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", default="", help="bugs by issue number, e.g. 782,648")
+    parser.add_argument("--limit", type=int, default=0, help="points per exploration (0: all)")
+    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--rejudge", action="store_true",
+                        help="judge the runs in known-bugs.json again with the reviews")
+    args = parser.parse_args(argv)
+    reviews = json.loads(REVIEWS.read_text()) if REVIEWS.exists() else {}
+    chosen = [b for b in BUGS if not args.only
+              or b.issue.rsplit("#", 1)[1] in args.only.split(",")]
+    previous = json.loads(OUTPUT.read_text()) if OUTPUT.exists() else {"bugs": []}
+    kept = {e["bug"]: e for e in previous.get("bugs", [])}
+    entries = []
+    for bug in chosen:
+        if args.rejudge and bug.issue in kept:
+            old = kept[bug.issue]
+            buggy = {**old["buggy_run"], "findings": [f for f in old["findings"]
+                                                      if f["version"] == bug.buggy]}
+            fixed = ({**old["fixed_run"], "findings": [f for f in old["findings"]
+                                                       if f["version"] == bug.fixed]}
+                     if old.get("fixed_run") else None)
+        else:
+            try:
+                buggy = explore(bug, bug.buggy, args.limit, args.workers)
+                fixed = explore(bug, bug.fixed, args.limit, args.workers) if bug.fixed \
+                    else None
+            except BuildUnavailable as why:
+                print(f"{bug.issue}: not built: {why}", file=sys.stderr)
+                continue
+        kept[bug.issue] = entry(bug, buggy, fixed, reviews)
+        line = kept[bug.issue]
+        print(f"{bug.issue} ({bug.pattern}): found={line['found']} points={line['points']} "
+              f"minutes={line['minutes']} fixed findings={line['fixed_findings']}", flush=True)
+    entries = [kept[b.issue] for b in BUGS if b.issue in kept]
+    document = {"sieve": SIEVE, "go": subprocess.run(
+        ["go", "version"], capture_output=True, text=True, check=False,
+        env={**os.environ, "PATH": os.environ.get("PATH", "") + ":/usr/local/go/bin"}
+    ).stdout.strip(), "bugs": entries, "false_positive_rate": rate(entries),
+        "found": f"{sum(e['found'] for e in entries)}/{len(entries)}"}
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    OUTPUT.write_text(json.dumps(document, indent=1) + "\n")
+    print(f"found {document['found']}; false positives: {document['false_positive_rate']}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
