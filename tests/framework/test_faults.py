@@ -572,9 +572,15 @@ def test_injected_faults_are_in_the_failure_and_timeline_reports_and_idle_rules_
         inner_pytester: Any, tmp_path: Path) -> None:
     inner_pytester.makepyfile(test_inner=REPORTED)
     reports = tmp_path / "reports"
+    basetemp = tmp_path / "basetemp"
     result = inner_pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rA",
-                                                 f"--envtest-report={reports}", timeout=300)
+                                                 f"--envtest-report={reports}",
+                                                 f"--basetemp={basetemp}", timeout=300)
     result.assert_outcomes(failed=1)
+    # The proxy's keys and its operators' kubeconfigs go with it: pytest keeps basetemp.
+    left = [p for p in basetemp.rglob("*") if p.is_file() and (
+        p.suffix in (".key", ".kubeconfig") or "proxy" in p.name)]
+    assert not left, left
     output = result.stdout.str()
     found = re.search(r"-+ envtest: faults injected -+\n(.*?)\n-{3,} ", output, re.S)
     assert found is not None, output

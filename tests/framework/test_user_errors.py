@@ -48,6 +48,9 @@ MISTAKES = textwrap.dedent('''
 
     def test_kopf_handlers_not_there(run_operator):
         run_operator(KopfOperator("handlers_gone.py"))
+
+    def test_an_operator_given_a_number(run_operator):
+        run_operator(42)
 ''')
 BROKEN_YAML = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n   bad: indent\n"
 #: Where the framework's own code lives, as paths in a traceback show it.
@@ -76,9 +79,13 @@ def mistakes(inner_pytester: Any) -> Any:
 
 def test_each_mistake_is_one_line_naming_the_fix_at_the_users_line(mistakes: Any) -> None:
     result = mistakes.runpytest_subprocess("-p", "no:cacheprovider", timeout=180)
-    result.assert_outcomes(failed=5, errors=1)
+    result.assert_outcomes(failed=6, errors=1)
     output = result.stdout.str()
     found = sections(output)
+    # Before: a raw TypeError ('int' object is not iterable) and 60 lines of the framework.
+    assert ("operator 'operator': run_operator takes a function fn(api_client, stop_event), "
+            "a command (a list of strings") in found["test_an_operator_given_a_number"]
+    assert "not 42 (int)" in found["test_an_operator_given_a_number"]
 
     crd = found["test_a_missing_crd_path"]
     assert f"manifest path {mistakes.path}/crds/missing.yaml does not exist; check the " \
@@ -111,7 +118,7 @@ def test_each_mistake_is_one_line_naming_the_fix_at_the_users_line(mistakes: Any
 def test_dash_v_shows_the_frameworks_frames_and_the_cause(mistakes: Any) -> None:
     result = mistakes.runpytest_subprocess("-p", "no:cacheprovider", "-v",
                                            "-k", "malformed or missing_crd", timeout=180)
-    result.assert_outcomes(failed=1, errors=1, deselected=4)
+    result.assert_outcomes(failed=1, errors=1, deselected=5)
     found = sections(result.stdout.str())
     assert "envtest/api/objects/manifests.py" in found["test_malformed_yaml"]
     assert "The above exception was the direct cause" in found["test_malformed_yaml"]
@@ -259,3 +266,33 @@ def test_a_bad_marker_is_one_line_at_its_tests_setup_and_the_others_run(
         assert body.startswith("@pytest.mark."), (name, body)
         for word in words:
             assert word in body, (name, word, body)
+
+
+@pytest.mark.parametrize("args,said", [
+    (["--envtest-start-timeout", "-3"],
+     "--envtest-start-timeout=-3: give a number of seconds over 0, e.g. "
+     "--envtest-start-timeout=120"),
+    (["--envtest-start-timeout", "abc"],
+     "--envtest-start-timeout=abc: give a number of seconds over 0"),
+    (["--envtest-artifacts", "{file}"],
+     "--envtest-artifacts={file}: that is a file, not a directory; give a directory"),
+    (["--envtest-backend", "existing", "--envtest-kubeconfig", "{folder}"],
+     "kubeconfig {folder} is a directory: pass the kubeconfig file in it"),
+], ids=["timeout-negative", "timeout-word", "artifacts-file", "kubeconfig-dir"])
+def test_bad_options_are_one_line_naming_the_fix(own_plane_pytester: Any, tmp_path: Path,
+                                                 args: list[str], said: str) -> None:
+    """Before: -3 was taken, 'abc' said "could not convert string to float", an artifacts
+    path that is a file ended the run with a NotADirectoryError traceback (and left the
+    plane's private folder behind), a kubeconfig folder "did not exist"."""
+    existing = tmp_path / "a-file.txt"
+    existing.write_text("not a folder")
+    folder = tmp_path / "kube"
+    folder.mkdir()
+    given = [a.format(file=existing, folder=folder) for a in args]
+    own_plane_pytester.makepyfile(test_one="def test_one(k8s):\n    pass\n")
+    result = own_plane_pytester.runpytest_subprocess("-p", "no:cacheprovider", *given,
+                                                     timeout=180)
+    text = result.stdout.str() + result.stderr.str()
+    assert said.format(file=existing, folder=folder) in text, text
+    assert "Traceback" not in text and "NotADirectoryError" not in text, text
+    assert result.ret != 0
