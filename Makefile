@@ -47,10 +47,12 @@ chromium:
 	      { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq chromium >/dev/null 2>&1; }; } \
 	    && echo "installed chromium"; } || echo "chromium not installed: the report-rendering test will skip"
 
-## binaries: kube-apiserver, etcd, kube-controller-manager and kube-scheduler for K8S_VERSION
-## (obtained once per machine, then cached)
+## binaries: kube-apiserver, etcd, kube-controller-manager, kube-scheduler and kubectl for
+## K8S_VERSION (obtained once per machine, then cached; kubectl as the README's install line and
+## `envtest up` say, so `envtest use 1.37 --with kubectl --installed-only` finds it)
 binaries: setup chromium
-	$(BIN)/envtest use $(K8S_VERSION) --with kube-controller-manager --with kube-scheduler -p path
+	$(BIN)/envtest use $(K8S_VERSION) --with kube-controller-manager --with kube-scheduler \
+	  --with kubectl -p path
 
 ## test: everything the README promises, on the default Kubernetes version
 test: binaries

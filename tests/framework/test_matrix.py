@@ -119,3 +119,20 @@ def test_a_list_outside_the_plugin_says_only_the_plugin_runs_a_matrix() -> None:
     with pytest.raises(VersionError, match=r"only the pytest plugin runs a matrix .* e\.g\. "
                                            r"1\.36"):
         VersionSpec.parse("1.36,1.37")
+
+
+def test_a_version_not_installed_says_what_gets_it_and_counts_as_an_error(
+        inner_pytester: pytest.Pytester) -> None:
+    """Under ``--envtest-installed-only`` a minor of the matrix that is not installed: the
+    setup error names the ``envtest use`` command that gets it (it named what is installed
+    only), and the version's line counts an error, not a failed test."""
+    installed = sorted(installed_minors())
+    missing = next(f"1.{minor}" for minor in range(20, 29) if minor not in installed)
+    inner_pytester.makepyfile(test_inner="def test_nothing(k8s):\n    pass\n")
+    result = inner_pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", f"--envtest-k8s-version=1.{installed[-1]},{missing}",
+        "--envtest-installed-only", timeout=180)
+    result.assert_outcomes(passed=1, errors=1)
+    output = result.stdout.str()
+    assert f"run 'envtest use {missing}' to obtain it" in output, output
+    assert f"k8s-{missing}: 0 passed, 0 failed, 1 error, 0 skipped" in output, output

@@ -108,3 +108,18 @@ def test_the_first_cluster_profile_test_with_crds_does_not_wait_for_a_restart(
     without.assert_outcomes(passed=1)
     first, second = (json.loads(line) for line in setups.read_text().splitlines())
     assert first - second < 3.0, f"setup with CRDs {first:.1f} s, without {second:.1f} s"
+
+
+def test_make_binaries_installs_what_the_readme_tells_users_to_have() -> None:
+    """The README's install line and ``envtest up`` say ``--with kubectl``: ``make binaries``
+    (and so ``make test``) left kubectl out of the cache, and then ``envtest use 1.37 --with
+    kubectl --installed-only`` failed on a machine ``make test`` had set up."""
+    makefile = (ROOT / "Makefile").read_text()
+    recipe = makefile.split("\nbinaries:", 1)[1].split("\n\n", 1)[0]
+    readme = (ROOT / "README.md").read_text()
+    install = next(line for line in readme.splitlines() if line.startswith("envtest use "))
+    for component in ("kubectl",):
+        assert f"--with {component}" in install
+        assert f"--with {component}" in recipe, recipe
+    for component in ("kube-controller-manager", "kube-scheduler"):  # the cluster profile's
+        assert f"--with {component}" in recipe, recipe
