@@ -82,3 +82,114 @@ def test_ctrl_c_during_session_finish_stops_the_clusters_and_keeps_the_summary(
     assert not workdir.exists()
     eventually(lambda: not [p for p in pids.values() if psutil.pid_exists(p)
                             and psutil.Process(p).status() != psutil.STATUS_ZOMBIE], timeout=10)
+
+
+HOLDS_A_PLANE = textwrap.dedent('''
+    import json
+    import os
+
+    import pytest
+
+    from envtest import consistently
+
+
+    @pytest.mark.parametrize("n", [1, 2])
+    def test_holds(envtest, namespace, k8s, n):
+        # A worker's output does not reach the controller's: a file tells the outer test.
+        with open(os.path.join(os.environ["HOLDING_DIR"], f"{os.getpid()}.json"), "w") as f:
+            json.dump(envtest.pids, f)
+        consistently(lambda: k8s.core.read_namespace(namespace), duration=120, interval=0.5)
+''')
+
+
+def _sigterm_by_default() -> None:
+    """In the child: SIGTERM ends it, whatever the runner set."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _alive(pids: list[int]) -> list[int]:
+    found = []
+    for pid in pids:
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                found.append(pid)
+        except psutil.NoSuchProcess:
+            continue
+    return found
+
+
+def test_sigterm_to_the_xdist_controller_ends_its_workers_and_their_planes_at_once(
+        own_plane_pytester: Any) -> None:
+    """SIGTERM to the controller is passed on: before, its workers (and their planes) ran
+    on 7 to 10 s under load, until each learnt its channel was broken."""
+    own_plane_pytester.makepyfile(test_inner=HOLDS_A_PLANE)
+    holding = own_plane_pytester.path / "holding"
+    holding.mkdir()
+    inner = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "2",
+         "test_inner.py"], cwd=own_plane_pytester.path, stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL, env={**os.environ, "HOLDING_DIR": str(holding)},
+        preexec_fn=_sigterm_by_default)
+    try:
+        eventually(lambda: len(list(holding.glob("*.json"))) == 2, timeout=120,
+                   message="both workers hold a plane")
+        files = sorted(holding.glob("*.json"))
+        workers = [int(f.stem) for f in files]
+        planes = [pid for f in files for pid in json.loads(f.read_text()).values()]
+        assert len(set(workers)) == 2 and len(_alive(workers + planes)) == len(workers + planes)
+        inner.send_signal(signal.SIGTERM)
+        inner.wait(timeout=30)
+        eventually(lambda: not _alive(workers + planes), timeout=5, interval=0.1,
+                   message="the workers and their planes outlived the controller's SIGTERM")
+    finally:
+        if inner.poll() is None:
+            inner.kill()
+            inner.wait()
+
+
+EXPLORED_LONG = textwrap.dedent('''
+    import threading
+
+
+    def waiter(api_client, stop: threading.Event) -> None:
+        stop.wait()
+
+
+    def test_explored(run_operator, k8s, namespace):
+        run_operator(waiter)
+        k8s.core.create_namespaced_config_map(namespace, {"metadata": {"name": "x"}})
+        threading.Event().wait(60)  # the controller is killed meanwhile
+''')
+
+
+def test_a_killed_controllers_exploration_folder_goes_with_the_next_plane_start(
+        own_plane_pytester: Any, tmp_path: Path) -> None:
+    """After SIGKILL of an xdist controller, its exploration queue folder stayed in TMPDIR
+    for good; it records its owner now, and the next plane's start removes it."""
+    own_plane_pytester.makepyfile(test_inner=EXPLORED_LONG,
+                                  test_next="def test_next(k8s):\n    pass\n")
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    env = {**os.environ, "TMPDIR": str(temp)}
+    inner = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "2",
+         "--envtest-explore=crashes", "test_inner.py"], cwd=own_plane_pytester.path,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+        preexec_fn=_sigterm_by_default)
+    try:
+        folder = eventually(lambda: list(temp.glob(f"pytest-envtest-explore-{inner.pid}-*")),
+                            timeout=120)[0]
+        workers = psutil.Process(inner.pid).children()
+        inner.kill()
+        inner.wait(timeout=30)
+        eventually(lambda: not _alive([w.pid for w in workers]), timeout=60)
+    finally:
+        if inner.poll() is None:
+            inner.kill()
+            inner.wait()
+    assert folder.exists()  # a SIGKILL runs no cleanup
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
+                           "test_next.py"], cwd=own_plane_pytester.path, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:]
+    assert not folder.exists()

@@ -34,3 +34,14 @@ def test_a_stack_is_kept_and_only_the_last_lines_count() -> None:
 
 def test_nothing_telling_is_empty() -> None:
     assert telling_lines("I1204 00:00:00.0 1 a.go:1] fine\n", 20) == ""
+
+
+def test_the_start_up_warnings_every_apiserver_logs_explain_no_death() -> None:
+    """A dead kube-apiserver's message carried ~20 of these before what killed it."""
+    skipped = [f"W1206 08:25:40.1{i:05d}   26383 genericapiserver.go:798] Skipping API "
+               f"group{i}.k8s.io/v1beta1 because it has no resources." for i in range(20)]
+    text = "\n".join([*skipped, "E1206 08:25:41.0 26383 run.go:72] etcd: context deadline "
+                      "exceeded", "F1206 08:25:41.1 26383 server.go:9] storage failed"])
+    shown = telling_lines(text, 20).splitlines()
+    assert shown == text.splitlines()[-2:]
+    assert "Skipping API" not in telling_lines(text, 20)
