@@ -155,3 +155,85 @@ def test_already_exists_is_told_apart_from_a_conflict(k8s: Any, namespace: str,
     html = page.read_text()
     assert '<b class="conflicts">1</b>' in html and '<b class="exists">1</b>' in html
     assert html.count('class="mark exists"') == 1 and html.count('class="mark conflict"') == 1
+
+
+TIMESTAMPS = textwrap.dedent('''
+    import datetime as dt
+
+    import kubernetes
+    import pytest
+    from envtest import eventually
+
+    CRD = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+           "metadata": {"name": "clocks.example.com"},
+           "spec": {"group": "example.com", "scope": "Namespaced",
+                    "names": {"kind": "Clock", "plural": "clocks", "singular": "clock"},
+                    "versions": [{"name": "v1", "served": True, "storage": True,
+                                  "subresources": {"status": {}},
+                                  "schema": {"openAPIV3Schema": {"type": "object",
+                                      "properties": {"status": {"type": "object",
+                                          "x-kubernetes-preserve-unknown-fields": True}}}}}]}}
+
+    def stamper(namespace):
+        """The seed's redundant writes: the same status, only its lastUpdateTime new."""
+        def run(api_client, stop):
+            api = kubernetes.client.CustomObjectsApi(api_client)
+            for n in range(4):
+                clock = api.get_namespaced_custom_object("example.com", "v1", namespace,
+                                                         "clocks", "c")
+                clock["status"] = {"ready": False, "lastUpdateTime":
+                                   f"2026-12-06T00:00:0{n}Z"}
+                api.replace_namespaced_custom_object_status("example.com", "v1", namespace,
+                                                            "clocks", "c", clock)
+            stop.wait()
+        return run
+
+    def story(k8s, namespace, run_operator, api_calls):
+        k8s.custom.create_namespaced_custom_object("example.com", "v1", namespace, "clocks", {
+            "apiVersion": "example.com/v1", "kind": "Clock", "metadata": {"name": "c"}})
+        operator = run_operator(stamper(namespace), name="stamper")
+        eventually(lambda: api_calls.count(user=operator, subresource="status") == 4,
+                   timeout=20)
+
+    @pytest.mark.envtest_crds(CRD)
+    def test_plain(k8s, namespace, run_operator, api_calls):
+        story(k8s, namespace, run_operator, api_calls)
+
+    @pytest.mark.envtest_crds(CRD)
+    @pytest.mark.envtest_report_noise("*Time")
+    def test_marked(k8s, namespace, run_operator, api_calls):
+        story(k8s, namespace, run_operator, api_calls)
+
+    @pytest.mark.envtest_crds(CRD)
+    @pytest.mark.envtest_report_noise("*Time")
+    def test_marked_and_failing(k8s, namespace, run_operator, api_calls):
+        story(k8s, namespace, run_operator, api_calls)
+        assert False, "on purpose: the failure report judges with the noise too"
+''')
+
+
+def test_the_reports_judge_redundant_writes_with_the_noise_they_are_given(
+        inner_pytester: Any, tmp_path: Path) -> None:
+    """Writes that changed only a timestamp (the seed's 14 to 16 ``lastUpdateTime`` writes)
+    were drawn as ordinary writes: the report judged with no noise, while
+    ``api_calls.redundant(noise=["*Time"])`` in the same test found them."""
+    inner_pytester.makepyfile(test_inner=TIMESTAMPS)
+    reports = tmp_path / "reports"
+    result = inner_pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", f"--envtest-report={reports}", timeout=300)
+    result.assert_outcomes(passed=2, failed=1)
+    page = {p.name.split("test_")[-1].removesuffix(".html"): p.read_text()
+            for p in reports.glob("*.html")}
+    # The first write made the status; the three after it changed only lastUpdateTime.
+    assert page["plain"].count('class="mark redundant"') == 0, "judged without noise"
+    assert page["marked"].count('class="mark redundant"') == 3
+    output = result.stdout.str()
+    assert "3 of 4 writes of the operators changed nothing a reader sees (noise: *Time)" in \
+        output, output
+    # The option does it for every test.
+    again = inner_pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", f"--envtest-report={tmp_path / 'again'}",
+        "--envtest-report-noise=*Time", "-k", "plain", timeout=300)
+    again.assert_outcomes(passed=1)
+    [plain] = (tmp_path / "again").glob("*.html")
+    assert plain.read_text().count('class="mark redundant"') == 3
