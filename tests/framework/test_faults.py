@@ -533,7 +533,7 @@ def test_an_unknown_fault_lists_the_valid_ones(faults: Faults) -> None:
         faults.add("crash-after-writes=3")
     assert str(raised.value) == (
         "unknown fault 'crash-after-writes'; the faults are: conflict, error, throttle, "
-        "timeout, stale, drop-watches, gone, crash-after-write, stale-view, unobserved")
+        "timeout, refuse, stale, drop-watches, gone, crash-after-write, stale-view, unobserved")
     assert faults.rules == []
     assert str(parse_fault("crash-after-write=3")) == "crash-after-write=3"
 

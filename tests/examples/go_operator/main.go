@@ -20,10 +20,16 @@
 // before any order's changes with every run, so "the k-th write" is another request each time
 // and only a fault point named by its request meets the same one.
 //
+// --billing URL makes it charge each order before its receipt: POST URL/charge/<order>, with
+// Go's default HTTP transport (which honours HTTP_PROXY, as operators' clients of their
+// workloads do); an answer other than 2xx, or none, leaves the order open for the next tick.
+// The framework's services fixture serves such a URL by its Service name
+// (http://billing.<namespace>.svc.cluster.local:8080).
+//
 // Usage:
 //
 //	order-keeper [--kubeconfig PATH] [--namespace NAME] [--unsafe] [--interval 100ms]
-//	             [--heartbeat 150ms]
+//	             [--heartbeat 150ms] [--billing URL]
 //
 // --kubeconfig defaults to $KUBECONFIG and --namespace to $WATCH_NAMESPACE (the framework's
 // run_operator sets KUBECONFIG and replaces "{kubeconfig}" in the arguments). The kubeconfig is
@@ -81,6 +87,8 @@ func main() {
 	interval := flag.Duration("interval", 100*time.Millisecond, "how often to list the orders")
 	heartbeat := flag.Duration("heartbeat", 0,
 		"also write the ConfigMap order-keeper-heartbeat this often (0: never)")
+	billing := flag.String("billing", "",
+		"charge each order with POST <URL>/charge/<order> before its receipt (\"\": never)")
 	flag.Parse()
 	if *kubeconfigPath == "" || *namespace == "" || *interval <= 0 || flag.NArg() > 0 {
 		log.Printf("usage: order-keeper --kubeconfig PATH --namespace NAME [--unsafe] " +
@@ -96,7 +104,8 @@ func main() {
 	// SIGTERM is how the framework (and a kubelet) asks an operator to stop: a clean exit 0.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	keeper := &keeper{api: api, namespace: *namespace, unsafe: *unsafe}
+	keeper := &keeper{api: api, namespace: *namespace, unsafe: *unsafe,
+		billing: strings.TrimRight(*billing, "/")}
 	mode := "safe (receipt first)"
 	if *unsafe {
 		mode = "unsafe (order done first)"
@@ -125,6 +134,7 @@ type keeper struct {
 	api       *client
 	namespace string
 	unsafe    bool
+	billing   string
 }
 
 // beat writes the heartbeat ConfigMap every period until ctx ends (create once, then update
@@ -176,6 +186,9 @@ func (k *keeper) tick(ctx context.Context) {
 
 // reconcile makes the order's two writes, in the order the mode says.
 func (k *keeper) reconcile(ctx context.Context, order string) error {
+	if err := k.charge(ctx, order); err != nil {
+		return err
+	}
 	if k.unsafe {
 		// The bug: once the order is done nothing lists it again, so a crash (or an error)
 		// before the receipt exists leaves it without one for ever.
@@ -189,6 +202,31 @@ func (k *keeper) reconcile(ctx context.Context, order string) error {
 		return err
 	}
 	return k.markDone(ctx, order)
+}
+
+// charge asks the billing service to charge the order (when --billing is given): any answer
+// but 2xx, or none, is an error.
+func (k *keeper) charge(ctx context.Context, order string) error {
+	if k.billing == "" {
+		return nil
+	}
+	target := k.billing + "/charge/" + url.PathEscape(order)
+	request, err := http.NewRequestWithContext(ctx, http.MethodPost, target, nil)
+	if err != nil {
+		return fmt.Errorf("charge: %w", err)
+	}
+	response, err := (&http.Client{Timeout: 5 * time.Second}).Do(request)
+	if err != nil {
+		return fmt.Errorf("charge: %w", err)
+	}
+	defer response.Body.Close()
+	answer, _ := io.ReadAll(io.LimitReader(response.Body, 200))
+	if response.StatusCode/100 != 2 {
+		return fmt.Errorf("charge: POST %s answered %s: %s", target, response.Status,
+			strings.TrimSpace(string(answer)))
+	}
+	log.Printf("charged order %s: %s", order, strings.TrimSpace(string(answer)))
+	return nil
 }
 
 func (k *keeper) configMaps() string {

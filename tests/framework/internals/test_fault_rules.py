@@ -11,7 +11,7 @@ import pytest
 from envtest.api.faults import Fault, FaultPlan, parse_fault, parse_request
 from envtest.api.faults.requestinfo import RequestInfo, with_body
 from envtest.api.faults.rules import KINDS
-from envtest.api.faults.watchstream import Framer
+from envtest.api.faults.wire.watchstream import Framer
 from envtest.errors import ConfigurationError
 
 

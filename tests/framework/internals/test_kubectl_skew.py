@@ -65,7 +65,8 @@ def test_envtest_up_warns_of_the_kubectl_it_prints(tmp_path: Path,
     fake_kubectl(tmp_path / "bin", str(far))
     env = {key: value for key, value in os.environ.items()
            if key not in ("KUBEBUILDER_ASSETS", "TEST_ASSET_KUBECTL")}
-    env.update({"PATH": f"{tmp_path / 'bin'}:{env['PATH']}", "COLUMNS": "400",
+    # named as a user names one (the cache may hold a kubectl of the cluster's version too)
+    env.update({"TEST_ASSET_KUBECTL": str(tmp_path / "bin" / "kubectl"), "COLUMNS": "400",
                 "XDG_STATE_HOME": str(tmp_path / "state"), "ENVTEST_INSTALLED_ONLY": "1"})
     up = subprocess.Popen([str(ENVTEST_CLI), "up", "--k8s-version",
                            default_binaries_version.minor_str],
