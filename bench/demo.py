@@ -9,7 +9,9 @@ Pod simulator brings the head Pod up after a delay and the fake Dashboard answer
 as it happens: Pod phases, Dashboard requests, status writes (from the audit log), promotion.
 It ends with the two status-write counts side by side, writes the timeline with the framework's
 own timeline report (``envtest.write_report``, one section per run on one time scale: the
-writes judged, redundant ones in orange) and prints the total wall time.
+writes judged, redundant ones in orange).  Then, where Go is there, the same scenario on the
+real ray-operator v0.5.0 and v0.6.0 (``bench_kuberay_real``: built once, its Dashboard calls
+served by the ``services`` fixture), and the total wall time.
 
     python -m bench.demo [--html PATH]
 """
@@ -191,8 +193,36 @@ def main(argv: list[str] | None = None) -> int:
         {"meta": meta, "timing": timing.__dict__, "runs": [r.as_dict() for r in results]},
         indent=2) + "\n")
     console.print(f"chart: {args.html}")
+    real_kuberay(console)
     console.print(f"total wall time: {time.monotonic() - started:.1f} s")
     return 0
+
+
+def real_kuberay(console: Console) -> None:
+    """The same scenario on the real ray-operator v0.5.0 and v0.6.0, built from their Go
+    modules where Go is there (said why not where it is not): one run each, the operator's
+    Dashboard calls served by the ``services`` fixture, its timeline drawn with noise."""
+    from bench.bench_kuberay_real import builds, medians, run_scenario
+    from bench.known_bugs.build import BuildUnavailable
+
+    console.rule("[bold]the seed on the real KubeRay: ray-operator v0.5.0 and v0.6.0")
+    try:
+        built = builds(say=console.print)
+    except BuildUnavailable as why:
+        console.print(f"skipped: the real KubeRay cannot be built here: {why}")
+        return
+    rows = medians(run_scenario(built, 1, [3.0], reports=RESULTS, say=console.print))
+    table = Table("ray-operator", "status writes", "only timestamps", "Dashboard calls",
+                  "refused", "before head Ready", "promoted after")
+    for row in rows:
+        table.add_row(row["version"], f"{row['status_writes']:g}",
+                      f"{row['timestamp_only_writes']:g}", f"{row['dashboard_calls']:g}",
+                      f"{row['dashboard_refused']:g}", f"{row['calls_before_head_ready']:g}",
+                      f"{row['seconds_to_promotion']:g} s")
+    console.print(table)
+    console.print(f"timelines (timestamp-only writes as redundant): "
+                  f"{RESULTS / 'kuberay-real-v0.5.0-3s.html'}, "
+                  f"{RESULTS / 'kuberay-real-v0.6.0-3s.html'}")
 
 
 if __name__ == "__main__":
