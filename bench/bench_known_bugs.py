@@ -2,7 +2,7 @@
 
 Sieve (OSDI 2022) lists the reconcile bugs it found in real operators with the issues and
 the commits that fixed them.  This builds RabbitMQ's cluster operator from its released Go
-module source (``bench/known_bugs/build.py``: the module proxy serves its tagged releases;
+module source (``tests/support/go_modules.py``: the module proxy serves its tagged releases;
 unchanged, built with this machine's Go) at a release with each bug and the first release
 with its fix, runs Sieve's workload for that bug as a test of this framework
 (``bench/known_bugs/scenario_rabbitmq.py``) and explores it with the kind of the bug's
@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.known_bugs.build import BuildUnavailable, build
+from tests.support.go_modules import BuildUnavailable, build
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"

@@ -202,8 +202,8 @@ def real_kuberay(console: Console) -> None:
     """The same scenario on the real ray-operator v0.5.0 and v0.6.0, built from their Go
     modules where Go is there (said why not where it is not): one run each, the operator's
     Dashboard calls served by the ``services`` fixture, its timeline drawn with noise."""
-    from bench.bench_kuberay_real import builds, medians, run_scenario
-    from bench.known_bugs.build import BuildUnavailable
+    from tests.support.go_modules import BuildUnavailable
+    from tests.support.kuberay_real import builds, medians, run_scenario
 
     console.rule("[bold]the seed on the real KubeRay: ray-operator v0.5.0 and v0.6.0")
     try:

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-from bench.bench_kuberay_real import builds, run_scenario
-from bench.known_bugs.build import BuildUnavailable
+from tests.support.go_modules import BuildUnavailable
+from tests.support.kuberay_real import builds, run_scenario
 
 
 @pytest.mark.reliability(reason="builds the real ray-operator v0.5.0 and v0.6.0 from their Go "

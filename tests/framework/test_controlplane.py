@@ -942,10 +942,11 @@ def test_kubectl_runs_as_the_admin_or_as_a_user(cp: ControlPlane,
         cp.kubectl("get", "no-such-kind", check=True)
 
 
-def test_no_kubectl_anywhere_says_how_to_get_one(cp: ControlPlane,
+def test_no_kubectl_anywhere_says_how_to_get_one(cp: ControlPlane, tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("TEST_ASSET_KUBECTL", raising=False)
     monkeypatch.delenv("KUBEBUILDER_ASSETS", raising=False)
     monkeypatch.setenv("PATH", "/nonexistent")
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))  # a cache with no kubectl in it
     with pytest.raises(BinaryNotFoundError, match=r"envtest use \S+ --with kubectl"):
         cp.kubectl("version")

@@ -276,7 +276,7 @@ def test_bad_exploration_input_says_what_is_valid(orders_dir: Any) -> None:
     result, _ = run(orders_dir, "--envtest-fault", "crash-after-writes=3")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert ("unknown fault 'crash-after-writes'; the faults are: conflict, error, throttle, "
-            "timeout, stale, drop-watches, gone, crash-after-write, stale-view, unobserved"
+            "timeout, refuse, stale, drop-watches, gone, crash-after-write, stale-view, unobserved"
             ) in result.stderr.str()
     orders_dir.makepyfile(test_bad_marker=textwrap.dedent('''
         import pytest

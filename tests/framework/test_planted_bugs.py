@@ -93,9 +93,9 @@ def test_a_stale_state_bug_of_a_kopf_operator(planted: Any, tmp_path: Path,
                                       "scenario_buckets.py")
     result.assert_outcomes(failed=1)
     found = findings(summary)
-    label = ("stale view: restarted after its next create once deleted came, seeing the 1st "
-             "change (metadata.deletionGracePeriodSeconds+metadata.deletionTimestamp) of "
-             "buckets photos for 3 s")
+    label = ("stale view: restarted after create configmaps photos-data once deleted came, "
+             "seeing the 1st change (metadata.deletionGracePeriodSeconds+metadata."
+             "deletionTimestamp) of buckets photos for 3 s")
     assert ("bug", label) in found and {verdict for verdict, _ in found} == {"bug"}, output
     assert "churn: configmaps photos-data deleted 2 times (the clean runs: 1)" in output
     assert_found_again(planted, tmp_path, output, label)
