@@ -44,6 +44,8 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
 OUTPUT = RESULTS / "known-bugs.json"
 REVIEWS = RESULTS / "known-bugs-review.json"
+#: Each exploration's summary (every point and its verdict), by issue number and version.
+RUNS = RESULTS / "known-bugs-runs"
 SCENARIO = ROOT / "bench" / "known_bugs" / "scenario_rabbitmq.py"
 MODULE = "github.com/rabbitmq/cluster-operator"
 #: Sieve's published figures, for the README's comparison.
@@ -107,6 +109,9 @@ def explore(bug: KnownBug, version: str, limit: int, workers: int) -> dict[str, 
                               timeout=4 * 3600, cwd=folder)
         minutes = (time.monotonic() - started) / 60
         data = json.loads(summary.read_text()) if summary.exists() else {"tests": []}
+        if summary.exists():  # every point's outcome, kept for reading the findings
+            RUNS.mkdir(parents=True, exist_ok=True)
+            shutil.copy(summary, RUNS / f"{bug.issue.rsplit('#', 1)[1]}-{version}.json")
     outcomes = [o for test in data["tests"] for o in test["outcomes"]]
     nothing = next((t.get("nothing") for t in data["tests"] if t.get("nothing")), "")
     return {"version": version, "minutes": round(minutes, 1), "points": len(outcomes),
@@ -176,7 +181,6 @@ def main(argv: list[str] | None = None) -> int:
               or b.issue.rsplit("#", 1)[1] in args.only.split(",")]
     previous = json.loads(OUTPUT.read_text()) if OUTPUT.exists() else {"bugs": []}
     kept = {e["bug"]: e for e in previous.get("bugs", [])}
-    entries = []
     for bug in chosen:
         if args.rejudge and bug.issue in kept:
             old = kept[bug.issue]
@@ -197,6 +201,14 @@ def main(argv: list[str] | None = None) -> int:
         line = kept[bug.issue]
         print(f"{bug.issue} ({bug.pattern}): found={line['found']} points={line['points']} "
               f"minutes={line['minutes']} fixed findings={line['fixed_findings']}", flush=True)
+        document = write(kept)  # after each bug: an interrupted run loses nothing done
+    document = write(kept)
+    print(f"found {document['found']}; false positives: {document['false_positive_rate']}")
+    return 0
+
+
+def write(kept: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Write known-bugs.json with the bugs explored so far (in the table's order)."""
     entries = [kept[b.issue] for b in BUGS if b.issue in kept]
     document = {"sieve": SIEVE, "go": subprocess.run(
         ["go", "version"], capture_output=True, text=True, check=False,
@@ -205,8 +217,7 @@ def main(argv: list[str] | None = None) -> int:
         "found": f"{sum(e['found'] for e in entries)}/{len(entries)}"}
     RESULTS.mkdir(parents=True, exist_ok=True)
     OUTPUT.write_text(json.dumps(document, indent=1) + "\n")
-    print(f"found {document['found']}; false positives: {document['false_positive_rate']}")
-    return 0
+    return document
 
 
 if __name__ == "__main__":
