@@ -12,6 +12,7 @@ from envtest.api.faults import Fault, FaultPlan, parse_fault, parse_request
 from envtest.api.faults.requestinfo import RequestInfo, with_body
 from envtest.api.faults.rules import KINDS
 from envtest.api.faults.wire.watchstream import Framer
+from envtest.controlplane.access.receipts import answered_version
 from envtest.errors import ConfigurationError
 
 
@@ -75,6 +76,9 @@ def test_a_go_clients_protobuf_create_is_named_too() -> None:
     generated = b"k8s\x00" + _delimited(2, _delimited(1, _delimited(2, b"web-")))
     named = with_body(info, generated)
     assert (named.name, named.generate_name) == ("", "web-")
+    # its answer's resourceVersion (ObjectMeta field 6) is the write's receipt
+    answered = b"k8s\x00" + _delimited(2, _delimited(1, meta + _delimited(6, b"4711")))
+    assert (answered_version(answered), answered_version(body)) == ("4711", None)
 
 
 UPDATE_STATUS = RequestInfo("update", "ray.io", "v1", "rayservices", "status", "ns", "r")
