@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.support.go_modules import BuildUnavailable, build
+from tests.support.go_modules import BuildUnavailable, build, cache_root
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
@@ -112,6 +112,7 @@ def explore(bug: KnownBug, version: str, limit: int, workers: int) -> dict[str, 
         if summary.exists():  # every point's outcome, kept for reading the findings
             RUNS.mkdir(parents=True, exist_ok=True)
             shutil.copy(summary, RUNS / f"{bug.issue.rsplit('#', 1)[1]}-{version}.json")
+        reports = keep_reports(data, f"{bug.issue.rsplit('#', 1)[1]}-{version}")
     outcomes = [o for test in data["tests"] for o in test["outcomes"]]
     nothing = next((t.get("nothing") for t in data["tests"] if t.get("nothing")), "")
     return {"version": version, "minutes": round(minutes, 1), "points": len(outcomes),
@@ -120,8 +121,25 @@ def explore(bug: KnownBug, version: str, limit: int, workers: int) -> dict[str, 
             "findings": [{"label": o["point"]["label"], "verdict": o["verdict"],
                           "spec": o["point"]["spec"],
                           "what": (o.get("error") or "; ".join(o.get("findings") or [])
-                                   or o.get("reason") or "")[:400]}
+                                   or o.get("reason") or "")[:400],
+                          "report": reports.get(o["point"]["spec"], "")}
                          for o in outcomes if o["verdict"] in FINDINGS]}
+
+
+def keep_reports(data: dict[str, Any], run: str) -> dict[str, str]:
+    """Copy each finding's report (its logs, API calls, timeline) out of the run's temporary
+    folder into the build cache, for reading it; spec -> where it is now."""
+    kept = {}
+    for test in data.get("tests", []):
+        for outcome in test.get("outcomes", []):
+            source = Path(outcome.get("artifacts") or "")
+            if outcome["verdict"] not in FINDINGS or not source.is_dir():
+                continue
+            target = cache_root() / "reports" / run / source.name[:120]
+            shutil.rmtree(target, ignore_errors=True)
+            shutil.copytree(source, target)
+            kept[outcome["point"]["spec"]] = str(target)
+    return kept
 
 
 def judged(bug: KnownBug, run: dict[str, Any], reviews: dict[str, Any]) -> list[dict]:
