@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from kubernetes.client import StorageV1Api
 
-from envtest import eventually
+from envtest import WaitTimeoutError, eventually
 
 SOURCE = Path(os.environ["RMQ_SOURCE"])
 BINARY = os.environ["RMQ_BINARY"]
@@ -136,16 +136,25 @@ def test_resize_pvc(run_operator: Any, apply: Any, k8s: Any, namespace: str, vol
     eventually(lambda: pod_ready(k8s, namespace, f"{NAME}-server-0"), timeout=60)
 
 
+def sts_replicas(k8s: Any, namespace: str) -> int:
+    return int(k8s.apps.read_namespaced_stateful_set(f"{NAME}-server", namespace).spec.replicas)
+
+
 def test_scaleup_scaledown(run_operator: Any, apply: Any, k8s: Any, namespace: str,
                            volumes: str, kubelet: Any) -> None:
     """Sieve's "scaleup-scaledown": 1 replica, 3, then 2 (rabbitmq#758); scaling down is
-    refused, so three remain."""
+    refused, so three remain.  As in Sieve's workload, the scale-down follows the scale-up
+    without waiting for its Pods: the operator is given up to 5 s to act on it (the
+    StatefulSet scaled to 3) and the workload goes on either way, so an operator that never
+    saw the 3 is not waited for."""
     start(run_operator, namespace, kubelet)
     apply(cluster(volumes))
     eventually(lambda: pod_ready(k8s, namespace, f"{NAME}-server-0"), timeout=60)
     patch(k8s, namespace, {"replicas": 3})
-    eventually(lambda: pod_ready(k8s, namespace, f"{NAME}-server-2"), timeout=60)
+    try:
+        eventually(lambda: sts_replicas(k8s, namespace) == 3, timeout=5)
+    except WaitTimeoutError:
+        pass  # the workload's timing, not its check: the end state says what happened
     patch(k8s, namespace, {"replicas": 2})
     eventually(lambda: refused_scale_down(k8s, namespace), timeout=30)
-    sts = k8s.apps.read_namespaced_stateful_set(f"{NAME}-server", namespace)
-    assert sts.spec.replicas == 3
+    assert sts_replicas(k8s, namespace) == 3

@@ -123,3 +123,22 @@ def test_the_readme_gives_the_start_figures_the_bench_measured() -> None:
     assert f"({headline['pool_wait_ratio_over_go']:.3f}x)" in readme
     assert headline["pool_wait_ratio_over_go"] < 0.1
     assert f"{headline['anon_total_mb']:.0f} MiB," in readme
+
+
+def test_the_readme_gives_the_real_kuberay_figures_the_bench_measured() -> None:
+    """The real ray-operator's curve, as bench_kuberay_real wrote it (medians of 3 runs):
+    each row of the README's table, and the seed's shape (v0.5.0 more status writes than
+    v0.6.0 at both delays, v0.6.0 at most 13, no Dashboard call of v0.6.0 before the head
+    was Ready)."""
+    rows = json.loads((RESULTS / "kuberay-real.json").read_text())["rows"]
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert len(rows) == 4
+    for row in rows:
+        line = (f"| {row['version']}, {row['head_delay_s']:g} s | {row['status_writes']} | "
+                f"{row['timestamp_only_writes']} | {row['calls_before_head_ready']} |")
+        assert line in readme, line
+    by = {(row["version"], row["head_delay_s"]): row for row in rows}
+    for delay in (3, 30):
+        old, new = by[("v0.5.0", delay)], by[("v0.6.0", delay)]
+        assert old["status_writes"] > new["status_writes"] and new["status_writes"] <= 13
+        assert new["calls_before_head_ready"] == 0 < old["calls_before_head_ready"]

@@ -15,7 +15,8 @@ in order (:data:`VERSIONS`): there is a migration from each to the next, and no 
 
 It watches the databases (a list, then a watch from its resourceVersion, as an informer
 does) and writes a heartbeat ConfigMap every 0.2 s, so its writes come in another order in
-every run.
+every run; at each beat it stamps each database it knows with the beat (its own write of
+the object between the test's two changes, which must not end an unobserved hold).
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ import kubernetes
 
 VERSIONS = ("v1", "v2", "v3", "v4")
 APPLIED = "example.com/applied-version"
+#: The beat at which the operator last checked a database: its own write of the database
+#: between the test's changes (an unobserved point must hold the view past it).
+CHECKED = "example.com/checked-beat"
 HEARTBEAT_SECONDS = 0.2
 
 
@@ -89,6 +93,12 @@ def migrator(namespace: str, level: bool = False) -> Any:
                             pass
                 except Exception:  # noqa: BLE001 - a heartbeat never stops the operator
                     pass
+                for name in list(seen):  # what it reports of each database, each beat
+                    try:
+                        core.patch_namespaced_config_map(name, namespace, {"metadata": {
+                            "annotations": {CHECKED: str(beat)}}})
+                    except Exception:  # noqa: BLE001
+                        pass
 
         threading.Thread(target=heartbeat, name="migrator-heartbeat", daemon=True).start()
         watch = kubernetes.watch.Watch()
