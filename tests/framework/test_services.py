@@ -1,5 +1,5 @@
 """An operator's calls to the workloads it runs reach what the test serves, by the Service's
-name, its ClusterIP or a Pod's IP, from a Go binary, a Python command and a thread.
+name, its ClusterIP or a Pod's IP, from a Go binary, a Python command, kopf and a thread.
 
 Without the ``services`` fixture none of these names resolves on this machine (no cluster
 DNS), so every test here fails without it: the Go order keeper never charges its order (no
@@ -23,7 +23,7 @@ import httpx
 import pytest
 from kubernetes.client import ApiException, V1ConfigMap, V1ObjectMeta
 
-from envtest import Clients, OperatorHandle, eventually
+from envtest import Clients, KopfOperator, OperatorHandle, eventually
 from tests.support.go_operator import GoUnavailable, build_go_operator
 
 pytest_plugins = ["pytester"]
@@ -143,6 +143,44 @@ def test_a_python_command_reaches_a_service_by_short_name_and_cluster_ip(
     served = services.calls("pinger", outcome="served")
     assert {call.path for call in served} == {"/by-name", "/by-ip"}
     assert {call.service for call in served} == {f"{namespace}/pinger"}
+
+
+KOPF_HANDLERS = textwrap.dedent('''
+    """A kopf operator that asks its ledger Service for each order's entry (by name)."""
+    import urllib.request
+
+    import kopf
+
+
+    @kopf.on.create("", "v1", "configmaps", labels={"order": kopf.PRESENT})
+    def record(name, namespace, patch, **_):
+        url = f"http://ledger.{namespace}.svc.cluster.local:8080/entries/{name}"
+        with urllib.request.urlopen(url, timeout=10) as answer:
+            patch.metadata.annotations["example.com/ledger"] = answer.read().decode()
+''')
+
+
+def test_a_kopf_process_reaches_a_service_by_name(k8s: Clients, namespace: str,
+                                                  run_operator: RunOperator, services: Any,
+                                                  tmp_path: Path) -> None:
+    """kopf run as a process (its own aiohttp client to the apiserver kept direct by
+    NO_PROXY), its handler's urllib call to the Service by its DNS name served by the test."""
+    make_service(k8s, namespace, "ledger", 8080)
+    services.serve("ledger", port=8080, handler=Pong)
+    handlers = tmp_path / "ledger_handlers.py"
+    handlers.write_text(KOPF_HANDLERS)
+    run_operator(KopfOperator(handlers), name="ledger-keeper")
+    k8s.core.create_namespaced_config_map(namespace, {
+        "metadata": {"name": "o-7", "labels": {"order": "open"}}})
+
+    def annotation() -> str | None:
+        found = k8s.core.read_namespaced_config_map("o-7", namespace)
+        return (found.metadata.annotations or {}).get("example.com/ledger")
+
+    assert eventually(annotation, timeout=30) == "pong /entries/o-7"
+    (call,) = services.calls("ledger", outcome="served")
+    assert (call.method, call.path, call.operator) == (
+        "GET", "/entries/o-7", "pytest-envtest:ledger-keeper")
 
 
 @pytest.mark.filterwarnings("ignore:.*nothing serves")  # the warning: see the report test
