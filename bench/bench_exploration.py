@@ -128,6 +128,7 @@ def judged(name: str, data: dict[str, Any], reviews: dict[str, Any],
     unreviewed = sum(1 for f in findings if f["real"] is None)
     points = data["points"]
     per_test = {t["nodeid"]: {"points": len(t["outcomes"]), "counts": t["counts"],
+                              "found": t.get("found", 0), "merged": t.get("merged", {}),
                               "seconds": round(t["clean_seconds"] + sum(
                                   o["seconds"] for o in t["outcomes"]), 1),
                               "clean_seconds": round(t["clean_seconds"], 1)}
@@ -135,6 +136,11 @@ def judged(name: str, data: dict[str, Any], reviews: dict[str, Any],
     return {"operator": name, "kind": OPERATORS[name][0], "tests": len(data["tests"]),
             "kinds": kinds, "per_test": per_test,
             "points": points, "counts": data["counts"], "wall": data["wall"],
+            # Points found after merging (before the per-test limit), and those merged away
+            # as equivalent (a no-op write, a repeat of the same request): before merging,
+            # a test had found + merged.
+            "found": sum(t.get("found", 0) for t in data["tests"]),
+            "merged": sum(sum((t.get("merged") or {}).values()) for t in data["tests"]),
             "points_per_minute": round(points / (data["wall"] / 60), 1) if data["wall"] else 0,
             "findings": len(findings), "real": real, "false_positives": false,
             "unreviewed": unreviewed, "detail": findings}

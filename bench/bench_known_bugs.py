@@ -132,8 +132,10 @@ def keep_reports(data: dict[str, Any], run: str) -> dict[str, str]:
     kept = {}
     for test in data.get("tests", []):
         for outcome in test.get("outcomes", []):
-            source = Path(outcome.get("artifacts") or "")
-            if outcome["verdict"] not in FINDINGS or not source.is_dir():
+            if outcome["verdict"] not in FINDINGS or not outcome.get("artifacts"):
+                continue  # a slow recovery passed: no report (and Path("") is the cwd)
+            source = Path(outcome["artifacts"])
+            if not source.is_dir():
                 continue
             target = cache_root() / "reports" / run / source.name[:120]
             shutil.rmtree(target, ignore_errors=True)

@@ -219,8 +219,11 @@ def test_each_verdict_on_an_operator_known_to_earn_it(inner_pytester: Any, tmp_p
     assert 2 < recovered < 6, recovered  # the 3 s the fresh instance waits, about
     assert "recovered after" in output
     # The done-first keeper patches the order done a second time, from its stale copy: that
-    # patch stores nothing, so a crash after it is a crash before it: merged.
-    assert tests["test_slow"]["merged"] == {"no-op": 1}, tests["test_slow"]
+    # patch stores nothing, so a crash after it is a crash before it: merged.  (Only when it
+    # came before the test returned, as the receipt's create: a loaded machine may return in
+    # between, so of the three done-first tests one at least has it, and none other merges.)
+    merges = [tests[name]["merged"] for name in ("test_slow", "test_too_slow", "test_expected")]
+    assert {"no-op": 1} in merges and all(m in ({}, {"no-op": 1}) for m in merges), merges
 
     too_slow = _by_verdict(tests["test_too_slow"])
     assert too_slow["bug"] == [PATCH_O], too_slow

@@ -212,3 +212,37 @@ def test_a_point_not_reached_says_what_its_fault_waited_for() -> None:
     assert ("(the operators were never served that change of the object in that run, or "
             "the next change never came while it was held"
             in text), text
+
+
+def test_a_restarted_operator_s_wait_for_the_killed_one_s_lease_is_not_a_slow_recovery(
+        ) -> None:
+    """RabbitMQ's operator, killed while it led, waits out its Lease (3 s) once started
+    again: 4.5 to 5 s to converge, read as a slow recovery at every such point of its fixed
+    release before.  The wait is from the kill to its first Lease write that succeeded (a
+    refused try and another operator's renewal do not end it); without leader election it
+    is nothing, so a slow start of the operator's own is still judged."""
+    import datetime as dt
+
+    from envtest.api.explore.churn import restart_wait
+    from envtest.api.faults.journal import InjectedFault
+    from envtest.api.faults.plan import Exchange
+    from envtest.api.faults.requestinfo import RequestInfo
+
+    t0 = dt.datetime(2026, 12, 6, tzinfo=dt.UTC)
+
+    def at(seconds: float) -> dt.datetime:
+        return t0 + dt.timedelta(seconds=seconds)
+
+    lease = RequestInfo("update", "coordination.k8s.io", "v1", "leases", name="leader")
+    status = RequestInfo("update", "rabbitmq.com", "v1beta1", "rabbitmqclusters", "status",
+                         name="c")
+    crash = InjectedFault(at(10), "op", (), status, "crash-after-write=1", "killed", 0,
+                          verb="crash")
+    exchanges = [Exchange(at(9), "op", lease, 200), Exchange(at(10), "op", status, 200),
+                 Exchange(at(11), "op", lease, 409), Exchange(at(12), "other", lease, 200),
+                 Exchange(at(12.5), "op", status, 200), Exchange(at(14.25), "op", lease, 200),
+                 Exchange(at(15), "op", lease, 200)]
+    assert restart_wait(exchanges, [crash]) == 4.25
+    no_election = [e for e in exchanges if e.request.resource != "leases"]
+    assert restart_wait(no_election, [crash]) == 0.0
+    assert restart_wait(exchanges, []) == 0.0
