@@ -246,3 +246,24 @@ def test_a_restarted_operator_s_wait_for_the_killed_one_s_lease_is_not_a_slow_re
     no_election = [e for e in exchanges if e.request.resource != "leases"]
     assert restart_wait(no_election, [crash]) == 0.0
     assert restart_wait(exchanges, []) == 0.0
+
+
+def test_an_annotation_that_only_carries_a_time_is_not_judged() -> None:
+    """The endpoints controller's trigger-time annotation, there in the clean run and not in
+    the faulted one (the order of Pod updates decides it): no difference; an annotation
+    with a value of the operator's own still is one."""
+    def endpoints(annotations: dict[str, str]) -> tuple[str, dict]:
+        return ("endpoints web", {"metadata": {"name": "web", "annotations": annotations},
+                                  "subsets": []})
+
+    clean = end_state([endpoints({
+        "endpoints.kubernetes.io/last-change-trigger-time": "2026-12-06T11:11:06Z",
+        "example.com/owner": "a"})], ["ns-1"])
+    faulted = end_state([endpoints({"example.com/owner": "a"})], ["ns-2"])
+    assert compare_end_states(clean, faulted) == []
+    other = end_state([endpoints({"example.com/owner": "b"})], ["ns-3"])
+    assert compare_end_states(clean, other) == [
+        "changed: endpoints web: metadata.annotations.example.com/owner: 'a' -> 'b'"]
+    bare = end_state([endpoints({"endpoints.kubernetes.io/last-change-trigger-time":
+                                 "2026-12-06T11:11:09Z"})], ["ns-4"])
+    assert "annotations" not in bare.objects["endpoints web"][0]["metadata"]
