@@ -142,3 +142,29 @@ def test_the_readme_gives_the_real_kuberay_figures_the_bench_measured() -> None:
         old, new = by[("v0.5.0", delay)], by[("v0.6.0", delay)]
         assert old["status_writes"] > new["status_writes"] and new["status_writes"] <= 13
         assert new["calls_before_head_ready"] == 0 < old["calls_before_head_ready"]
+
+
+def test_the_readme_gives_the_known_bugs_the_bench_found() -> None:
+    """Found of tried, each bug's points and minutes, the fixed releases' findings and the
+    false-positive rate, as bench_known_bugs wrote them; every finding read."""
+    results = json.loads((RESULTS / "known-bugs.json").read_text())
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    bugs = results["bugs"]
+    found = [b for b in bugs if b["found"]]
+    assert results["found"] == f"{len(found)}/{len(bugs)}"
+    assert f"**Found {len(found)} of {len(bugs)}**" in readme
+    for bug in bugs:
+        number = bug["bug"].rsplit("#", 1)[1]
+        run = bug["buggy_run"]
+        if bug["found"]:
+            assert f"#{number} ({bug['pattern']}" in readme, number
+            assert f"{run['points']} points in {run['minutes']} min" in readme, number
+        else:
+            assert f"Not found: #{number} ({bug['pattern']}" in readme, number
+    rate = results["false_positive_rate"]
+    assert rate["unreviewed"] == 0, "a finding nobody read"
+    assert (f"{rate['findings']} findings, {rate['false_positives']} false positives "
+            f"({rate['percent']} %; Sieve: 3.5 %)") in readme
+    fixed_points = sum(b["fixed_run"]["points"] for b in bugs if b["fixed_run"])
+    assert sum(b["fixed_findings"] for b in bugs) == 0
+    assert f"gave no finding in {fixed_points} points" in readme
