@@ -321,12 +321,14 @@ def test_installing_the_same_crds_again_costs_a_lookup_not_an_apply(
     try:
         assert install_crds(path) == [f"{plural}.example.com"]
         first = api_calls.mark()
-        started = time.monotonic()
+        # The framework's own work, as this thread's CPU time: wall time on a shared runner
+        # counts its neighbours (52 ms under a second make test beside this one, load 15).
+        started = time.thread_time()
         for _ in range(5):
             assert install_crds(path) == [f"{plural}.example.com"]
-        per_install = (time.monotonic() - started) / 5
+        per_install = (time.thread_time() - started) / 5
         assert api_calls.count(resource="customresourcedefinitions", since=first) == 0
-        assert per_install < 0.05, f"{per_install * 1000:.0f} ms per unchanged install"
+        assert per_install < 0.05, f"{per_install * 1000:.0f} ms CPU per unchanged install"
         crd = k8s.apiextensions.read_custom_resource_definition(f"{plural}.example.com")
         assert crd.metadata.annotations["pytest-envtest/content-hash"]
     finally:
