@@ -135,8 +135,11 @@ def _kill_the_spares(envtest, component):
                and _fully_ready(_spare(envtest, "kube-apiserver")[0]), timeout=60)
     [victim] = _spare(envtest, component)
     victim.send_signal(signal.SIGKILL)
-    # Dead, not reaped (its parent, the pool, reads its exit code).
-    eventually(lambda: victim.status() == psutil.STATUS_ZOMBIE, timeout=10)
+    # Dead and waitable, not reaped (its parent, the pool, reads its exit code). Not "a
+    # zombie": a Go program's leader shows Z while its other threads still exit, and until
+    # they have, waitpid() (the pool's check) says it runs: the plane was handed over.
+    eventually(lambda: os.waitid(os.P_PID, victim.pid,
+                                 os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None, timeout=10)
 
 
 @pytest.mark.envtest_isolated
