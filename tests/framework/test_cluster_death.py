@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from framework_helpers import machine_busy
 from kubernetes.client import CoreV1Api
 
 from envtest import ControlPlane, ProcessExitedError, eventually, wait_for
@@ -105,8 +106,11 @@ def test_a_dead_component_fails_one_test_fast_and_the_run_goes_on(
         assert f"{victim}.log" in output
         # Its report says what died and what it did not collect, and it came fast.
         assert f"{victim} exited with code -9 at" in output
+        # Without the death watch the raw call alone waits a minute: 10 s tells it apart,
+        # 30 s on a machine loaded past its cores (11.2 s at load 21 on 2 cores).
         dying = took[f"test_inner.py::{dying_test}"]
-        assert dying < 10, f"{dying_test} took {dying:.1f} s, report included"
+        assert dying < (30 if machine_busy() else 10), \
+            f"{dying_test} took {dying:.1f} s, report included"
         assert (artifacts / f"test_inner.py_{dying_test}" / "cluster_died.txt").exists()
         # The end of the run says a cluster died, which component, when and in which test.
         assert any("a cluster died:" in line and f"{victim} exited with code -9 at" in line

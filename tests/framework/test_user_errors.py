@@ -274,11 +274,15 @@ def test_a_bad_marker_is_one_line_at_its_tests_setup_and_the_others_run(
      "--envtest-start-timeout=120"),
     (["--envtest-start-timeout", "abc"],
      "--envtest-start-timeout=abc: give a number of seconds over 0"),
+    (["--envtest-wait-timeout", "0"],
+     "--envtest-wait-timeout=0: give a number of seconds over 0, e.g. "
+     "--envtest-wait-timeout=120"),
     (["--envtest-artifacts", "{file}"],
      "--envtest-artifacts={file}: that is a file, not a directory; give a directory"),
     (["--envtest-backend", "existing", "--envtest-kubeconfig", "{folder}"],
      "kubeconfig {folder} is a directory: pass the kubeconfig file in it"),
-], ids=["timeout-negative", "timeout-word", "artifacts-file", "kubeconfig-dir"])
+], ids=["timeout-negative", "timeout-word", "wait-timeout-zero", "artifacts-file",
+        "kubeconfig-dir"])
 def test_bad_options_are_one_line_naming_the_fix(own_plane_pytester: Any, tmp_path: Path,
                                                  args: list[str], said: str) -> None:
     """Before: -3 was taken, 'abc' said "could not convert string to float", an artifacts

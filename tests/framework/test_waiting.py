@@ -26,6 +26,8 @@ from envtest import (
     remove_watchdog,
 )
 
+pytest_plugins = ["pytester"]
+
 WaitFor = Callable[..., dict[str, Any]]
 
 
@@ -322,3 +324,38 @@ def test_wait_for_runs_watchdogs_while_nothing_changes(wait_for: WaitFor, k8s: C
         assert time.monotonic() - started < 3  # noticed within a watch segment, not at 30 s
     finally:
         remove_watchdog(dependency_alive)
+
+
+DEFAULT_TIMEOUT = '''
+import time
+
+import pytest
+from envtest import WaitTimeoutError, eventually
+
+
+def test_waits_that_name_no_timeout(wait_for):
+    started = time.monotonic()
+    with pytest.raises(WaitTimeoutError, match="not met within 0.4 s"):
+        eventually(lambda: False)
+    with pytest.raises(WaitTimeoutError, match="not met within 0.4 s"):
+        wait_for("ConfigMap", "never-made", lambda c: True)
+    assert eventually(lambda: 1, timeout=3) == 1  # one the call names is kept
+    assert time.monotonic() - started < 5
+'''
+
+
+@pytest.mark.parametrize("how", ["flag", "env", "ini"])
+def test_the_session_sets_the_default_wait_timeout(inner_pytester: Any, how: str,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """--envtest-wait-timeout, ENVTEST_WAIT_TIMEOUT and the ini setting each reach
+    eventually and wait_for: a busy CI runner gets more time for every wait at once."""
+    inner_pytester.makepyfile(test_inner=DEFAULT_TIMEOUT)
+    args = ["-p", "no:cacheprovider"]
+    if how == "flag":
+        args += ["--envtest-wait-timeout", "0.4"]
+    elif how == "env":
+        monkeypatch.setenv("ENVTEST_WAIT_TIMEOUT", "0.4")
+    else:
+        inner_pytester.makeini("[pytest]\nenvtest_wait_timeout = 0.4\n")
+    result = inner_pytester.runpytest_subprocess(*args, timeout=120)
+    result.assert_outcomes(passed=1)
