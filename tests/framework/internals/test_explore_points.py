@@ -15,7 +15,9 @@ from envtest.api.explore import (
     sample,
 )
 from envtest.api.explore.endstate import normalize
+from envtest.api.explore.viewpoints import stale_points
 from envtest.api.faults import parse_fault
+from envtest.api.faults.changes import Change, ObjectKey
 from envtest.api.faults.plan import Exchange
 from envtest.api.faults.requestinfo import RequestInfo
 from envtest.errors import ConfigurationError
@@ -203,3 +205,36 @@ def test_noise_paths_match_keys_with_dots_and_stars() -> None:
         "metadata.annotations.kopf.zalando.org/last-handled-configuration", "status.*"))
     assert document["metadata"]["annotations"] == {"keep": "me"}
     assert document["status"] == {}
+
+
+def _change(what: str, occurrence: int, seq: int, version: str | None,
+            resource: str = "buckets", name: str = "photos") -> Change:
+    body = None if version is None else {
+        "apiVersion": "storage.example.com/v1", "metadata": {"name": name,
+                                                             "resourceVersion": version}}
+    return Change(ObjectKey(resource, "ns", name), what, occurrence, body, None, seq)
+
+
+def _exchange(verb: str, resource: str, name: str, seq: int) -> Exchange:
+    return Exchange(dt.datetime.now(dt.UTC), "op",
+                    RequestInfo(verb, "", "v1", resource, namespace="ns", name=name),
+                    code=200, seq=seq)
+
+
+def test_a_stale_point_is_named_by_the_next_change_that_is_not_a_status_alone() -> None:
+    """A heartbeat the operator's framework writes may land between the deletionTimestamp
+    and the deletion in one run and not in another: the point's label must not say
+    "once status.heartbeat came" in one and "once deleted came" in the others."""
+    heartbeat_between = [
+        _change("seen", 1, 1, "10"),
+        _change("metadata.deletionTimestamp", 1, 3, "12"),
+        _change("status.heartbeat", 1, 4, "13"),
+        _change("deleted", 1, 6, None),
+    ]
+    exchanges = [_exchange("delete", "configmaps", "photos-data", 5),
+                 _exchange("create", "configmaps", "photos-data", 7)]
+    [after, _] = stale_points(heartbeat_between, exchanges)
+    assert "once deleted came, seeing the 1st change (metadata.deletionTimestamp)" \
+        in after.label, after.label
+    plain = [c for c in heartbeat_between if c.what != "status.heartbeat"]
+    assert stale_points(plain, exchanges)[0].label == after.label
