@@ -28,7 +28,7 @@ SUITE_GOGC ?= 400
 # Go may be installed without being on PATH in non-login shells.
 export PATH := $(PATH):/usr/local/go/bin
 
-.PHONY: setup chromium binaries test test-reliability test-cross demo bench matrix lint docs package lint-workflows clean
+.PHONY: setup chromium binaries test test-minimums test-reliability test-cross demo bench matrix lint docs package lint-workflows clean
 
 $(VENV)/.installed: pyproject.toml operator/pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -57,6 +57,35 @@ binaries: setup chromium
 ## test: everything the README promises, on the default Kubernetes version
 test: binaries
 	GOGC=$(SUITE_GOGC) ENVTEST_K8S_VERSION=$(K8S_VERSION) $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
+
+## test-minimums: the oldest version of every dependency the package declares (each `name>=X`
+## of pyproject.toml, and kopf's), installed in a virtualenv of their own, on a representative
+## part of the suite: objects, waits, fixtures, operators of every kind, faults, API calls,
+## webhooks, snapshots, exploration, services, Pods and the examples (a declared range is a
+## promise only when its floor is run).  The Ray operator is installed without its own
+## dependencies: the root conftest imports it, no test here runs it.
+MIN_VENV ?= .venv-minimums
+MIN_TESTS ?= tests/framework/test_crds_and_apply.py tests/framework/test_objects.py \
+  tests/framework/test_waiting.py tests/framework/test_fixtures.py \
+  tests/framework/test_operator_runner.py tests/framework/test_faults.py \
+  tests/framework/test_api_calls.py tests/framework/test_webhooks.py \
+  tests/framework/test_snapshots.py tests/framework/test_exploration.py \
+  tests/framework/test_services.py tests/framework/test_pods.py \
+  tests/examples/test_kopf_webapp.py tests/examples/test_go_operator.py
+
+$(MIN_VENV)/.installed: pyproject.toml .ci/floors.py
+	@test -x $(MIN_VENV)/bin/python || $(PYTHON) -m venv $(MIN_VENV)
+	$(PYTHON) .ci/floors.py kopf > $(MIN_VENV)/floors.txt
+	$(MIN_VENV)/bin/python -m pip install --quiet --disable-pip-version-check \
+	  -c $(MIN_VENV)/floors.txt -e '.[kopf]' pytest-xdist pytest-timeout
+	$(MIN_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-deps -e ./operator
+	@touch $@
+
+test-minimums: binaries $(MIN_VENV)/.installed
+	@$(MIN_VENV)/bin/python -m pip list --disable-pip-version-check 2>/dev/null | \
+	  grep -i -E '^(kubernetes|pytest|httpx|aiohttp|kopf|cryptography|pyyaml) '
+	GOGC=$(SUITE_GOGC) ENVTEST_K8S_VERSION=$(K8S_VERSION) $(MIN_VENV)/bin/python -m pytest \
+	  -p no:cacheprovider -n $(TEST_WORKERS) --dist worksteal $(MIN_TESTS) $(PYTEST_ARGS)
 
 ## test-reliability: what `make test` leaves out, each with its reason in its marker: the long
 ## fault loops (interrupts, kills), a real Go build of the binaries, a Go operator explored
@@ -103,4 +132,4 @@ lint-workflows: setup
 	$(BIN)/zizmor --offline .github/workflows
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache artifacts build dist
+	rm -rf $(VENV) $(MIN_VENV) .pytest_cache .mypy_cache .ruff_cache artifacts build dist

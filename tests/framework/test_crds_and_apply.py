@@ -121,7 +121,9 @@ def test_crd_over_256_kib_installs_with_server_side_apply(
     stored = k8s.apiextensions.read_custom_resource_definition("behemoths.big.example.com")
     assert stored.metadata.annotations is None or (
         "kubectl.kubernetes.io/last-applied-configuration" not in stored.metadata.annotations)
-    schema = stored.spec.versions[0].var_schema.open_apiv3_schema
+    version = stored.spec.versions[0]  # the model's attribute: var_schema since client 37
+    schema = getattr(version, "var_schema", None) or version.schema
+    schema = schema.open_apiv3_schema
     assert len(schema.properties["spec"].properties) == 700
     obj = create_object(k8s, "big.example.com", "Behemoth", namespace,
                         {"field0000": "x", "field0699": "y", "unknown": "pruned"})
