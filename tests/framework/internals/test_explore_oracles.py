@@ -19,8 +19,8 @@ from envtest.api.explore import (
     invariant_findings,
     learn_noise,
 )
-from envtest.api.explore.endstate import canonical, end_state, normalize
 from envtest.api.explore.merge import document, merge, read_documents, summary_lines
+from envtest.api.explore.oracles.endstate import canonical, end_state, normalize
 from envtest.errors import ConfigurationError
 from envtest.pytest_plugin.config.options import parse_shard
 from envtest.pytest_plugin.exploration.queue import PointQueue
@@ -223,7 +223,7 @@ def test_a_restarted_operator_s_wait_for_the_killed_one_s_lease_is_not_a_slow_re
     is nothing, so a slow start of the operator's own is still judged."""
     import datetime as dt
 
-    from envtest.api.explore.churn import restart_wait
+    from envtest.api.explore.oracles.churn import restart_wait
     from envtest.api.faults.journal import InjectedFault
     from envtest.api.faults.plan import Exchange
     from envtest.api.faults.requestinfo import RequestInfo
