@@ -1,12 +1,14 @@
-"""Known public reconcile bugs of a real operator, found (or not) by exploration.
+"""Known public reconcile bugs of real operators, found (or not) by exploration.
 
 Sieve (OSDI 2022) lists the reconcile bugs it found in real operators with the issues and
-the commits that fixed them.  This builds RabbitMQ's cluster operator from its released Go
-module source (``tests/support/go_modules.py``: the module proxy serves its tagged releases;
-unchanged, built with this machine's Go) at a release with each bug and the first release
-with its fix, runs Sieve's workload for that bug as a test of this framework
-(``bench/known_bugs/scenario_rabbitmq.py``) and explores it with the kind of the bug's
-pattern, on both releases:
+the commits that fixed them.  This builds each operator (RabbitMQ's cluster operator,
+ZooKeeper's operator) from its released Go module source (``tests/support/go_modules.py``:
+the module proxy serves their tagged releases; their code unchanged, built with this
+machine's Go, a dependency whose vanity domain is gone replaced by its new path) at a
+release with each bug and the first release with its fix, runs Sieve's workload for that
+bug as a test of this framework (``bench/known_bugs/scenario_<operator>.py``) and explores
+it with the kind of the bug's pattern, on both releases, with exploration's own points (no
+``--envtest-explore-point`` written by hand):
 
 - found: the bug's own point (its ``signature``, the request or change its mechanism hangs
   on) is reported as ``bug`` on the buggy release;
@@ -46,8 +48,29 @@ OUTPUT = RESULTS / "known-bugs.json"
 REVIEWS = RESULTS / "known-bugs-review.json"
 #: Each exploration's summary (every point and its verdict), by issue number and version.
 RUNS = RESULTS / "known-bugs-runs"
-SCENARIO = ROOT / "bench" / "known_bugs" / "scenario_rabbitmq.py"
-MODULE = "github.com/rabbitmq/cluster-operator"
+SCENARIOS = ROOT / "bench" / "known_bugs"
+
+
+@dataclass(frozen=True)
+class Operator:
+    """A public operator, built from its Go module: what to build, and how its scenario is
+    told where the build is (``<prefix>_SOURCE``, ``<prefix>_BINARY``)."""
+
+    module: str
+    scenario: str
+    prefix: str
+    package: str = "."
+    replaces: tuple[tuple[str, str], ...] = ()
+
+
+RABBITMQ = Operator("github.com/rabbitmq/cluster-operator", "scenario_rabbitmq.py", "RMQ")
+#: Its releases of 2021 require modules whose vanity domains are gone (the module proxy
+#: serves them under their new paths).
+ZOOKEEPER = Operator("github.com/pravega/zookeeper-operator", "scenario_zookeeper.py", "ZK",
+                     "./cmd/manager", (
+                         ("vbom.ml/util", "github.com/fvbommel/util@v0.0.0-20160121211510-"
+                                          "db5cfe13f5cc"),
+                         ("bou.ke/monkey", "github.com/bouk/monkey@v1.0.1")))
 #: Sieve's published figures, for the README's comparison.
 SIEVE = {"bugs": 46, "false_positive_percent": 3.5}
 FINDINGS = ("bug", "flaky", "slow recovery")
@@ -55,6 +78,7 @@ FINDINGS = ("bug", "flaky", "slow recovery")
 
 @dataclass(frozen=True)
 class KnownBug:
+    operator: Operator
     issue: str
     pattern: str
     description: str
@@ -68,43 +92,63 @@ class KnownBug:
 
 
 BUGS = (
-    KnownBug("rabbitmq/cluster-operator#782", "intermediate",
+    KnownBug(RABBITMQ, "rabbitmq/cluster-operator#782", "intermediate",
              "killed right after it deletes the StatefulSet during a volume resize, the "
              "fresh instance makes it again from the new template and never expands the "
              "claims", "v1.8.3", "v1.10.0", "test_resize_pvc", "crashes",
              r"^crash after the 1st delete of statefulsets rabbitmq-cluster-server$"),
-    KnownBug("rabbitmq/cluster-operator#648", "stale",
+    KnownBug(RABBITMQ, "rabbitmq/cluster-operator#648", "stale",
              "restarted with a view of the old cluster being deleted after it was made "
              "again, the finalizer deletes the new cluster's StatefulSet (a delete with no "
              "uid precondition)", "v1.6.0", "v1.7.0", "test_recreate", "stale",
-             r"^stale view: .* of rabbitmqclusters rabbitmq-cluster "),
-    KnownBug("rabbitmq/cluster-operator#653", "stale",
+             r"^stale view: .* seeing rabbitmqclusters rabbitmq-cluster "),
+    KnownBug(RABBITMQ, "rabbitmq/cluster-operator#653", "stale",
              "restarted with a view of the cluster from before its volume was resized, it "
              "deletes the StatefulSet again and tries to shrink the claims", "v1.6.0",
              "v1.7.0", "test_resize_pvc", "stale",
-             r"^stale view: .* of rabbitmqclusters rabbitmq-cluster "),
-    KnownBug("rabbitmq/cluster-operator#758", "unobserved",
+             r"^stale view: .* seeing rabbitmqclusters rabbitmq-cluster "),
+    KnownBug(RABBITMQ, "rabbitmq/cluster-operator#758", "unobserved",
              "the scale-up to 3 replicas unobserved (held until the scale-down to 2), it "
              "scales from 1 to 2 and never refuses the scale-down (closed by #828, which "
              "only logs more: no release fixes it, so there is no fixed twin)", "v1.8.3", None,
              "test_scaleup_scaledown", "unobserved",
-             r"^unobserved: .* \(spec\.replicas\) of rabbitmqclusters rabbitmq-cluster "),
+             r"^unobserved: the \d+(st|nd|rd|th) change of spec\.replicas of rabbitmqclusters "
+             r"rabbitmq-cluster "),
+    KnownBug(ZOOKEEPER, "pravega/zookeeper-operator#312", "stale",
+             "restarted with a view of the old cluster being deleted after it was made again "
+             "(its claim made again by the StatefulSet controller), the finalizer lists the "
+             "claims by the cluster's name and deletes the new cluster's", "v0.2.9", "v0.2.12",
+             "test_recreate", "stale",
+             r"^stale view: restarted once persistentvolumeclaims data-zookeeper-cluster-0 is "
+             r"made again, seeing zookeeperclusters zookeeper-cluster "),
+    KnownBug(ZOOKEEPER, "pravega/zookeeper-operator#314", "stale",
+             "restarted with a view of the cluster scaled down, after it was scaled up again, "
+             "it scales the StatefulSet down and deletes the new replica's claim as an "
+             "orphan (the fix labels the StatefulSet with the cluster's resourceVersion); "
+             "its releases use policy/v1beta1 PodDisruptionBudgets, gone since Kubernetes "
+             "1.25, so their reconcile never reaches the status the orphan cleanup waits for",
+             "v0.2.9", "v0.2.12", "test_scaledown_scaleup", "stale",
+             r"^stale view: .* seeing zookeeperclusters zookeeper-cluster "),
 )
 
 
 def explore(bug: KnownBug, version: str, limit: int, workers: int) -> dict[str, Any]:
     """One exploration of ``bug``'s workload on ``version``: its summary, minutes, points."""
-    built = build(MODULE, version)
+    operator = bug.operator
+    built = build(operator.module, version, operator.package, operator.replaces)
+    scenario = SCENARIOS / operator.scenario
     with tempfile.TemporaryDirectory(prefix="known-bugs-") as folder:
         summary = Path(folder) / "summary.json"
-        shutil.copy(SCENARIO, folder)  # run where no conftest or ini of this repository is
+        shutil.copy(scenario, folder)  # run where no conftest or ini of this repository is
+        shutil.copy(SCENARIOS / "scenario_support.py", folder)
         command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
-                   f"{SCENARIO.name}::{bug.test}", f"--envtest-explore={bug.kinds}",
+                   f"{scenario.name}::{bug.test}", f"--envtest-explore={bug.kinds}",
                    f"--envtest-explore-limit={limit}", f"--envtest-explore-json={summary}",
                    f"--basetemp={folder}/tmp"]
         if workers > 1:
             command += ["-n", str(workers)]
-        env = {**os.environ, "RMQ_SOURCE": str(built.source), "RMQ_BINARY": str(built.binary)}
+        env = {**os.environ, f"{operator.prefix}_SOURCE": str(built.source),
+               f"{operator.prefix}_BINARY": str(built.binary)}
         started = time.monotonic()
         done = subprocess.run(command, capture_output=True, text=True, env=env, check=False,
                               timeout=4 * 3600, cwd=folder)
@@ -167,7 +211,7 @@ def entry(bug: KnownBug, buggy: dict[str, Any], fixed: dict[str, Any] | None,
                 and re.search(bug.signature, f["label"]) for f in findings)
     fixed_findings = [f for f in findings if fixed and f["version"] == bug.fixed]
     return {
-        "operator": MODULE, "bug": bug.issue, "pattern": bug.pattern,
+        "operator": bug.operator.module, "bug": bug.issue, "pattern": bug.pattern,
         "description": bug.description, "buggy_version": bug.buggy,
         "fixed_version": bug.fixed, "found": bool(found),
         "minutes": round(buggy["minutes"] + (fixed["minutes"] if fixed else 0.0), 1),

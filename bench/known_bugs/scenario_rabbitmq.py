@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes.client import StorageV1Api
+from scenario_support import local_volumes
 
 from envtest import WaitTimeoutError, eventually
 
@@ -47,26 +47,8 @@ def start(run_operator: Any, namespace: str, kubelet: Any) -> Any:
 
 @pytest.fixture
 def volumes(k8s: Any, namespace: str) -> Iterator[str]:
-    """A StorageClass that may expand, and volumes for the claims to bind to (a released
-    volume is not bound again: one per claim the workloads make)."""
-    name = f"local-{namespace}"
-    storage = StorageV1Api(k8s.api_client)
-    storage.create_storage_class({"metadata": {"name": name},
-                                  "provisioner": "kubernetes.io/no-provisioner",
-                                  "allowVolumeExpansion": True,
-                                  "volumeBindingMode": "Immediate"})
-    made = []
-    for index in range(4):
-        volume = {"metadata": {"name": f"{name}-{index}"}, "spec": {
-            "capacity": {"storage": "20Gi"}, "accessModes": ["ReadWriteOnce"],
-            "storageClassName": name, "persistentVolumeReclaimPolicy": "Retain",
-            "hostPath": {"path": f"/tmp/{name}-{index}"}}}
-        k8s.core.create_persistent_volume(volume)
-        made.append(volume["metadata"]["name"])
-    yield name
-    for volume_name in made:
-        k8s.core.delete_persistent_volume(volume_name)
-    storage.delete_storage_class(name)
+    """A StorageClass that may expand, and volumes for the claims to bind to."""
+    yield from local_volumes(k8s, namespace, expandable=True)
 
 
 def cluster(storage_class: str, storage: str = "10Gi", replicas: int = 1) -> dict[str, Any]:

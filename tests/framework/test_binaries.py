@@ -403,7 +403,7 @@ def test_a_truncated_archive_never_lands_in_the_cache(index_server: IndexServer,
     with pytest.raises(BuildError) as failure:
         resolver(store_root, index_url=f"{index_server.url}/index.yaml",
                  environ={"PATH": "/nonexistent"}).resolve()
-    assert "is not a readable tar.gz archive" in str(failure.value)
+    assert "is not a readable tar or tar.gz archive" in str(failure.value)
     assert BinaryStore(store_root).installed() == []
     assert [p.name for p in (store_root / "k8s").iterdir()] == []
 
@@ -501,6 +501,15 @@ def test_sideload_of_an_archive_without_the_binaries_is_refused(store_root: Path
                               str(tmp_path / "nope.tar.gz"), "--bin-dir", str(store_root)],
                              capture_output=True, text=True, env=CLEAN_ENV)
     assert missing.returncode == 1 and "does not exist" in missing.stderr
+    garbage = tmp_path / "notanarchive"
+    garbage.write_text("not an archive\n")
+    unreadable = subprocess.run([sys.executable, "-m", "envtest.cli", "sideload", FAKE_VERSION,
+                                 str(garbage), "--bin-dir", str(store_root)],
+                                capture_output=True, text=True, env=CLEAN_ENV)
+    # tarfile's own list (a line per compression it tried) was five lines: now one.
+    assert unreadable.returncode == 1 and len(unreadable.stderr.strip().splitlines()) == 1
+    assert "is not a readable tar or tar.gz archive" in unreadable.stderr, unreadable.stderr
+    assert BinaryStore(store_root).installed() == []
 
 
 def test_a_downloaded_real_release_runs_a_control_plane(index_server: IndexServer,

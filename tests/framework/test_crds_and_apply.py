@@ -291,6 +291,13 @@ metadata:
 
     with pytest.raises(ResourceError, match="not valid YAML"):
         apply("apiVersion: v1\nkind: [unclosed\n")
+    # One line of YAML is YAML, not a path (it said "manifest path kind: [unclosed ... does
+    # not exist"); a one-line path still is a path.
+    with pytest.raises(ResourceError, match="manifest text is not valid YAML") as one_line:
+        apply("kind: [unclosed")
+    assert "does not exist" not in str(one_line.value)
+    with pytest.raises(ResourceError, match="manifest path no/such/dir .*does not exist"):
+        apply("no/such/dir")
     with pytest.raises(ResourceError, match="does not serve kind Nonexistent"):
         apply({"apiVersion": "v1", "kind": "Nonexistent", "metadata": {"name": "x"}})
     with pytest.raises(ResourceError) as rejected:

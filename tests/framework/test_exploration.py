@@ -339,6 +339,8 @@ def test_no_secret_value_in_what_exploration_prints_or_writes(orders_dir: Any,
     assert "BUG crash after the 1st patch of configmaps order-1" in output and \
         "no receipt for the holder of" in output, output
     summary = output.split("BUG crash after the 1st patch", 1)[1]
+    # The report is where the user keeps artifacts: no note sends them elsewhere.
+    assert f"report: {artifacts}" in summary and "keeps its last three runs" not in output
     written = {path: path.read_text(errors="replace") for path in artifacts.rglob("*")
                if path.is_file()}  # every file: the point's snapshot too
     assert any(path.name == "test-failure.txt" for path in written), sorted(written)

@@ -135,6 +135,9 @@ def test_a_stale_state_bug_with_a_built_in_parent(planted: Any, tmp_path: Path,
                             "seeing configmaps shop (") and "before the 1st delete of " \
         "configmaps shop-store" in label, label
     assert "churn: configmaps shop-store deleted 2 times (the clean runs: 1)" in output
+    # Its report is in pytest's temporary folder (no --envtest-artifacts): the summary says
+    # that folder keeps three runs, and how to keep the reports (they were rotated away).
+    assert "keeps its last three runs: --envtest-artifacts DIR writes them" in output
     monkeypatch.setenv("STORE_DELETE", "owned")
     result, output, summary = explore(planted, tmp_path, "owned", "--envtest-explore=stale",
                                       "scenario_stores.py")

@@ -300,3 +300,34 @@ def test_bad_options_are_one_line_naming_the_fix(own_plane_pytester: Any, tmp_pa
     assert said.format(file=existing, folder=folder) in text, text
     assert "Traceback" not in text and "NotADirectoryError" not in text, text
     assert result.ret != 0
+
+
+@pytest.mark.parametrize("setup,said", [
+    ({"env": ("ENVTEST_START_TIMEOUT", "x")},
+     "ENVTEST_START_TIMEOUT='x' is not a number of seconds"),
+    ({"args": ["--envtest-k8s-version="]},
+     "--envtest-k8s-version= is empty: give a version (1.37, 1.36.2, or several: "
+     "1.36,1.37), or leave the option out for the default"),
+    ({"ini": "[pytest]\nenvtest_exlpore = crashes\n"},
+     "unknown setting envtest_exlpore: did you mean envtest_explore?"),
+], ids=["env-start-timeout", "empty-version", "misspelt-ini-key"])
+def test_bad_settings_are_one_line_before_anything_starts(own_plane_pytester: Any,
+                                                          monkeypatch: pytest.MonkeyPatch,
+                                                          setup: dict[str, Any],
+                                                          said: str) -> None:
+    """Before: a variable that was no number ended the run with a 28-line INTERNALERROR; an
+    empty version took the default, and a misspelt ini key kept its setting's default,
+    without a word (pytest's generic warning aside)."""
+    if "env" in setup:
+        monkeypatch.setenv(*setup["env"])
+    if "ini" in setup:
+        own_plane_pytester.makefile(".ini", pytest=setup["ini"])
+    own_plane_pytester.makepyfile(test_one="def test_one(k8s):\n    pass\n")
+    result = own_plane_pytester.runpytest_subprocess("-p", "no:cacheprovider",
+                                                     *setup.get("args", []), timeout=120)
+    text = result.stdout.str() + result.stderr.str()
+    lines = [line for line in result.stderr.str().splitlines() if line.strip()]
+    assert said in text, text
+    assert "INTERNALERROR" not in text and "Traceback" not in text, text
+    assert len(lines) == 1 and lines[0].startswith("ERROR: "), lines
+    assert result.ret == pytest.ExitCode.USAGE_ERROR

@@ -385,6 +385,9 @@ def test_envtest_up_profile_cluster_runs_what_is_applied_by_hand(tmp_path: Path)
                                capture_output=True, text=True, timeout=60, check=False, env=env)
         assert exec_.returncode != 0
         assert 'no exec handler for container "c" of Pod default/bare' in exec_.stderr
+        # A kubectl user is told envtest up's option, not a test's plan (kubelet.plan).
+        assert "run envtest up with --exec-on-host" in exec_.stderr, exec_.stderr
+        assert "kubelet.plan" not in exec_.stderr, exec_.stderr
 
         core.create_namespace({"metadata": {"name": "shop"}})
         envtest.wait_for_service_account(api, "shop")

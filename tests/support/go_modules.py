@@ -49,9 +49,13 @@ def _environment() -> dict[str, str]:
     return env
 
 
-def build(module: str, version: str, package: str = ".") -> Built:
-    """The operator ``module@version`` built (or found built); :class:`BuildUnavailable`
-    says why not."""
+def build(module: str, version: str, package: str = ".",
+          replaces: tuple[tuple[str, str], ...] = ()) -> Built:
+    """The operator ``module@version`` built (or found built): its main ``package``;
+    ``replaces`` are ``(module, module@version)`` pairs for its go.mod, for dependencies the
+    module proxy no longer serves under their old names (a vanity domain gone: vbom.ml/util
+    is github.com/fvbommel/util); the operator's own code is unchanged.
+    :class:`BuildUnavailable` says why not."""
     folder = cache_root() / f"{module}@{version}"
     binary = folder / "operator"
     source = folder / "source"
@@ -79,6 +83,9 @@ def build(module: str, version: str, package: str = ".") -> Built:
     for path in source.rglob("*"):  # the cache's copy is read-only
         path.chmod(path.stat().st_mode | 0o200)
     source.chmod(source.stat().st_mode | 0o200)
+    for old, new in replaces:
+        subprocess.run(["go", "mod", "edit", f"-replace={old}={new}"], cwd=source, env=env,
+                       check=True, capture_output=True, timeout=60)
     built = subprocess.run(["go", "build", "-o", str(binary), package], cwd=source,
                            capture_output=True, text=True, env=env, timeout=BUILD_TIMEOUT,
                            check=False)
