@@ -17,10 +17,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import kubernetes
 import pytest
 from framework_helpers import machine_busy
 
-from envtest import ControlPlane, ControlPlaneError
+import envtest
+from envtest import ControlPlane, ControlPlaneError, eventually
 
 pytest_plugins = ["pytester"]
 
@@ -286,3 +288,46 @@ def test_artifacts_on_a_full_disk_are_one_line_at_the_end_and_the_results_stay(
     assert lines[0].endswith("free space there, or give the artifacts a folder on a "
                              "filesystem with room"), lines
     assert not list(work.glob("pytest-envtest-cp-*")), "the plane's work dir was left"
+
+
+def test_etcd_that_dies_of_a_full_disk_during_a_test_says_so(
+        small_filesystem: Callable[[str], Path]) -> None:
+    """Before: ``ProcessExitedError: etcd exited with code 1``, "no space left on device"
+    only inside its log lines (at start the same condition was a clear DiskFullError)."""
+    small = small_filesystem("80m")  # etcd preallocates 64 MiB for its write-ahead log
+    plane = ControlPlane(etcd_args={"data-dir": str(small / "data")}).start()
+    try:
+        filler = os.open(small / "filler", os.O_WRONLY | os.O_CREAT, 0o600)
+        chunk = 1 << 20
+        while chunk:
+            try:
+                os.write(filler, b"\0" * chunk)
+            except OSError:
+                chunk //= 2
+        os.close(filler)
+        core = kubernetes.client.CoreV1Api(plane.api_client())
+        big = "x" * 200_000
+
+        def dead() -> bool:
+            try:
+                core.create_namespaced_config_map("default", {
+                    "metadata": {"generateName": "fill-"}, "data": {"x": big}})
+            except Exception:
+                pass
+            try:
+                plane.check_alive()
+            except ControlPlaneError:
+                return True
+            return False
+
+        eventually(dead, timeout=60, interval=0.05)
+        with pytest.raises(ControlPlaneError) as raised:
+            plane.check_alive()
+        error = raised.value
+        assert isinstance(error, envtest.DiskFullError) and \
+            isinstance(error, envtest.ProcessExitedError), type(error)
+        first = str(error).splitlines()[0]
+        assert first.startswith("etcd exited with code") and \
+            "no space left on device (a filesystem it writes to is full" in first, first
+    finally:
+        plane.stop()

@@ -219,3 +219,57 @@ def test_values_the_report_never_lists_are_scrubbed_too(
         for form in _forms(value):
             leaked = [name for name, text in texts.items() if form in text]
             assert not leaked, f"the {route} decoy ({form}) leaked into {leaked}"
+
+
+INNER_ASSERTS = textwrap.dedent('''
+    import base64
+    import os
+    import sys
+
+    import kubernetes
+
+    from envtest import eventually
+
+    PRINTER = "import sys, time; print('using', sys.argv[1], flush=True); time.sleep(3600)"
+
+
+    def test_compares_a_secret(k8s, namespace, run_operator, tmp_path):
+        k8s.core.create_namespaced_secret(namespace, {
+            "metadata": {"name": "db"},
+            "stringData": {"pw": os.environ["DECOY_PW"],
+                           "password": os.environ["DECOY_PASSWORD"]}})
+        secret = k8s.core.read_namespaced_secret("db", namespace)
+        script = tmp_path / "printer.py"
+        script.write_text(PRINTER)
+        printer = run_operator([sys.executable, str(script), os.environ["DECOY_PASSWORD"]],
+                               name="printer")
+        eventually(lambda: "using" in printer.logs(), timeout=20)
+        word = base64.b64decode(secret.data["pw"]).decode()
+        assert word == "something-else", f"the password was {word}"
+''')
+
+
+def test_a_secret_in_the_tests_own_assert_reaches_neither_terminal_nor_junit(
+        own_plane_pytester: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pytest's own text of a failed assertion was not redacted (the terminal, junit.xml);
+    a command operator's raw log kept what it printed; a plain-word value under ``pw`` was
+    kept readable (``pw`` is as much a password's key as ``password``)."""
+    decoys = {"pw": "plainword", "password": f"decoy-{secrets.token_hex(6)}"}
+    for key, value in decoys.items():
+        monkeypatch.setenv(f"DECOY_{key.upper()}", value)
+    own_plane_pytester.makepyfile(test_asserts=INNER_ASSERTS)
+    junit = own_plane_pytester.path / "junit.xml"
+    result = own_plane_pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", f"--junitxml={junit}",
+        f"--basetemp={own_plane_pytester.path / 'base'}", timeout=180)
+    result.assert_outcomes(failed=1)
+    printed = result.stdout.str() + result.stderr.str()
+    assert "AssertionError: the password was <redacted" in printed, printed[-3000:]
+    logs = list((own_plane_pytester.path / "base").rglob("operator-printer.log"))
+    assert logs, "the operator's raw log was written"
+    texts = {"terminal": printed, "junit.xml": junit.read_text(),
+             **{str(p): p.read_text() for p in logs}}
+    for key, value in decoys.items():
+        for form in _forms(value):
+            leaked = [name for name, text in texts.items() if form in text]
+            assert not leaked, f"the {key} decoy ({form}) leaked into {leaked}"

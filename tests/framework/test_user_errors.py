@@ -331,3 +331,39 @@ def test_bad_settings_are_one_line_before_anything_starts(own_plane_pytester: An
     assert "INTERNALERROR" not in text and "Traceback" not in text, text
     assert len(lines) == 1 and lines[0].startswith("ERROR: "), lines
     assert result.ret == pytest.ExitCode.USAGE_ERROR
+
+
+def test_an_artifacts_folder_that_cannot_be_written_is_said_at_once(
+        own_plane_pytester: Any) -> None:
+    """Before: the test passed, then pytest ended with an 86-line traceback (OSError, from
+    the copy of the plane's logs), and the plane's folders stayed until a later run."""
+    own_plane_pytester.makepyfile(test_one="def test_one(k8s):\n    pass\n")
+    result = own_plane_pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--envtest-artifacts=/sys/envtest-artifacts", timeout=120)
+    lines = [line for line in result.stderr.str().splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith(
+        "ERROR: --envtest-artifacts /sys/envtest-artifacts: cannot be written"), lines
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+
+
+def test_logs_that_cannot_be_copied_at_the_end_are_one_line_and_nothing_stays(
+        own_plane_pytester: Any, tmp_path: Path, envtest: Any) -> None:
+    """A folder that turns out unwritable when the plane stops (here, a folder where its
+    log's file goes): one line at the end, the test's result stands, the plane's private
+    folders are removed all the same."""
+    import tempfile
+
+    artifacts = tmp_path / "artifacts"
+    blocker = artifacts / f"control-plane-main-{envtest.version}" / "kube-apiserver.log"
+    blocker.mkdir(parents=True)
+    before = set(Path(tempfile.gettempdir()).glob("pytest-envtest-cp-*"))
+    own_plane_pytester.makepyfile(test_one="def test_one(k8s):\n    pass\n")
+    result = own_plane_pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", f"--envtest-artifacts={artifacts}", timeout=180)
+    text = result.stdout.str() + result.stderr.str()
+    result.assert_outcomes(passed=1)
+    assert "Traceback" not in text, text
+    assert f"the artifacts folder {blocker.parent} cannot be written (Is a directory)" in \
+        text, text
+    left = set(Path(tempfile.gettempdir()).glob("pytest-envtest-cp-*")) - before
+    assert not left, left
