@@ -474,3 +474,58 @@ def test_kill_is_the_tests_own_and_leaves_the_lease_held(run_operator, k8s, name
     thread = run_operator(lambda api_client, stop: stop.wait(), name="in-a-thread")
     with pytest.raises(ConfigurationError, match="a thread cannot be killed"):
         thread.kill()
+
+
+def test_a_thread_operator_given_its_kubeconfig_and_an_async_one_restart_after_a_crash(
+        run_operator: Any, k8s: Any, namespace: str, faults: Any, api_calls: Any) -> None:
+    """An operator of another client (lightkube here) takes its kubeconfig (its first
+    parameter named so); an ``async def`` one runs in a loop of its own; a crash fault
+    restarts it on a fresh user's kubeconfig."""
+    import asyncio
+
+    import lightkube
+    from lightkube.config.kubeconfig import KubeConfig
+    from lightkube.models.meta_v1 import ObjectMeta
+    from lightkube.resources.core_v1 import ConfigMap
+
+    def made(name: str) -> ConfigMap:
+        return ConfigMap(metadata=ObjectMeta(name=name, namespace=namespace))
+
+    def sync_operator(kubeconfig: Path, stop: threading.Event) -> None:
+        client = lightkube.Client(config=KubeConfig.from_file(kubeconfig))
+        while not stop.wait(0.1):
+            try:
+                client.create(made("sync-made"))
+            except lightkube.ApiError as error:
+                assert error.status.code == 409
+
+    kubeconfigs: list[Path] = []
+
+    async def async_operator(kubeconfig: Path, stop: asyncio.Event) -> None:
+        kubeconfigs.append(kubeconfig)
+        client = lightkube.AsyncClient(config=KubeConfig.from_file(kubeconfig))
+        while not stop.is_set():
+            try:
+                await client.create(made("async-made"))
+            except lightkube.ApiError as error:
+                assert error.status.code == 409
+            try:
+                await asyncio.wait_for(stop.wait(), 0.1)
+            except TimeoutError:
+                pass
+        await client.close()
+
+    crash = faults.crash_after_write(1, verb="create", resource="configmaps",
+                                     operator="pytest-envtest:async-lightkube")
+    synced = run_operator(sync_operator, name="sync-lightkube")
+    restarted = run_operator(async_operator, name="async-lightkube")
+    for name in ("sync-made", "async-made"):
+        eventually(lambda n=name: k8s.core.read_namespaced_config_map(n, namespace),
+                   timeout=20)
+    eventually(lambda: restarted.restarts == 1 and len(kubeconfigs) == 2, timeout=20)
+    assert crash.injected == 1 and synced.restarts == 0
+    assert kubeconfigs[0] != kubeconfigs[1]  # the fresh instance's own user
+    assert api_calls.count(user=synced, verb="create", resource="configmaps",
+                           succeeded=True) == 1
+    restarted.check()
+    synced.check()

@@ -196,6 +196,32 @@ def test_a_killed_controllers_exploration_folder_goes_with_the_next_plane_start(
     assert not folder.exists()
 
 
+def test_sigterm_to_the_controller_removes_its_exploration_folder(
+        own_plane_pytester: Any, tmp_path: Path) -> None:
+    """After SIGTERM an empty ``pytest-envtest-explore-<pid>-*`` folder stayed in TMPDIR (the
+    controller ends as SIGTERM ends it: no pytest_unconfigure); it goes before it ends."""
+    own_plane_pytester.makepyfile(test_inner=EXPLORED_LONG)
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    inner = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "2",
+         "--envtest-explore=crashes", "test_inner.py"], cwd=own_plane_pytester.path,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env={**os.environ, "TMPDIR": str(temp)}, preexec_fn=_sigterm_by_default)
+    try:
+        folder = eventually(lambda: list(temp.glob(f"pytest-envtest-explore-{inner.pid}-*")),
+                            timeout=120)[0]
+        workers = psutil.Process(inner.pid).children()
+        inner.send_signal(signal.SIGTERM)
+        assert inner.wait(timeout=60) == -signal.SIGTERM
+        eventually(lambda: not _alive([w.pid for w in workers]), timeout=60)
+    finally:
+        if inner.poll() is None:
+            inner.kill()
+            inner.wait()
+    assert not folder.exists()
+
+
 def test_ctrl_c_while_envtest_up_starts_its_plane_stops_it_at_once(tmp_path: Path) -> None:
     """Ctrl-C during ``envtest up``'s start waited for the plane to be ready, then stopped it
     (5.6 to 5.8 s under load): the start is abandoned now, and a plane that never served

@@ -367,3 +367,40 @@ def test_logs_that_cannot_be_copied_at_the_end_are_one_line_and_nothing_stays(
         text, text
     left = set(Path(tempfile.gettempdir()).glob("pytest-envtest-cp-*")) - before
     assert not left, left
+
+
+MATRIX_NOT_INSTALLED = textwrap.dedent('''
+    import pytest
+
+
+    @pytest.mark.k8s_version("1.31")
+    def test_one(k8s):
+        pass
+
+
+    @pytest.mark.k8s_version("1.31")
+    def test_two(k8s):
+        pass
+
+
+    @pytest.mark.k8s_version("1.31")
+    def test_three(k8s):
+        pass
+''')
+
+
+def test_a_version_not_installed_is_said_in_full_once_at_the_users_line(
+        own_plane_pytester: Any) -> None:
+    """With pytest-asyncio installed (it wraps every fixture), the error was shown at
+    ``pytest_asyncio/plugin.py:934``; and each of nine tests printed the same full error."""
+    own_plane_pytester.makepyfile(test_matrix=MATRIX_NOT_INSTALLED)
+    result = own_plane_pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "-p", "asyncio", "--envtest-installed-only", timeout=120)
+    result.assert_outcomes(errors=3)
+    output = result.stdout.str()
+    assert "pytest_asyncio" not in output, output
+    for line, name in ((4, "one"), (9, "two"), (14, "three")):
+        assert f"test_matrix.py:{line}: in test_{name}" in output, output
+    assert output.count("no Kubernetes release matches 1.31 in the cache") == 1, output
+    assert output.count("Kubernetes 1.31 cannot be had here, as the first test that asked "
+                        "for it was told in full: run 'envtest use 1.31'") == 2, output
