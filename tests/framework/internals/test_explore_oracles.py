@@ -267,3 +267,33 @@ def test_an_annotation_that_only_carries_a_time_is_not_judged() -> None:
     bare = end_state([endpoints({"endpoints.kubernetes.io/last-change-trigger-time":
                                  "2026-12-06T11:11:09Z"})], ["ns-4"])
     assert "annotations" not in bare.objects["endpoints web"][0]["metadata"]
+
+
+def test_the_grace_counts_from_when_a_restarted_operator_leads_again() -> None:
+    """RabbitMQ's operator, killed by a crash point, waits out the killed instance's Lease
+    (3 to 5 s) before it reconciles: a point's grace counted from the kill ran out first,
+    and a fixed release's recovery read 'never converged' (its StatefulSet was made a
+    second after the judgment)."""
+    import datetime as dt
+
+    from envtest.api.faults.journal import InjectedFault
+    from envtest.api.faults.plan import FaultPlan
+    from envtest.api.faults.requestinfo import RequestInfo
+    from envtest.pytest_plugin.exploration.judging import _leading_again
+
+    plan = FaultPlan()
+    lease = RequestInfo("update", "coordination.k8s.io", "v1", "leases", namespace="ns",
+                        name="leader")
+    plan._exchanged(lease, "op", 200)
+    assert _leading_again(plan)  # no crash: nothing to wait for
+    crash = InjectedFault(dt.datetime.now(dt.UTC), "op", (), lease, "crash-after-write=1",
+                          "killed", 0, verb="crash")
+    plan.journal.add(crash)
+    assert not _leading_again(plan)  # it led before the kill, not since
+    plan._exchanged(lease, "op", 409)  # refused: the killed one's Lease still holds
+    assert not _leading_again(plan)
+    plan._exchanged(lease, "op", 200)
+    assert _leading_again(plan)
+    other = FaultPlan()  # an operator without leader election waits for nothing
+    other.journal.add(crash)
+    assert _leading_again(other)
