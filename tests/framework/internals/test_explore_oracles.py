@@ -297,3 +297,74 @@ def test_the_grace_counts_from_when_a_restarted_operator_leads_again() -> None:
     other = FaultPlan()  # an operator without leader election waits for nothing
     other.journal.add(crash)
     assert _leading_again(other)
+
+
+def test_a_value_written_before_the_fault_that_no_clean_run_wrote_is_not_the_fault_s() -> None:
+    """RabbitMQ's operator read back a StatefulSet it had just updated from a cache that had
+    not seen the update, and wrote ``status.observedGeneration: 3`` to its cluster 40 ms
+    before an unobserved point's hold began: neither clean run ever wrote it, and the point
+    was judged a bug twice.  Such a field is not judged; a value the clean runs did write
+    (the fault kept the operator from moving on) still is."""
+    import datetime as dt
+
+    from envtest.api.explore.oracles.predating import (
+        first_fault_at,
+        predating,
+        with_predating,
+        written_values,
+    )
+    from envtest.api.faults.journal import InjectedFault
+    from envtest.api.faults.plan import FaultPlan
+    from envtest.api.faults.requestinfo import RequestInfo
+
+    def status_write(plan: FaultPlan, namespace: str, generation: int | None,
+                     phase: str) -> None:
+        request = RequestInfo("update", "example.com", "v1", "clusters", namespace=namespace,
+                              name="c", subresource="status")
+        status: dict = {"phase": phase}
+        if generation is not None:
+            status["observedGeneration"] = generation
+        answer = json.dumps({"kind": "Cluster", "metadata": {
+            "name": "c", "namespace": namespace, "resourceVersion": str(len(plan.exchanges) + 7)},
+            "status": status}, separators=(",", ":")).encode()  # as kube-apiserver answers
+        plan._exchanged(request, "op", 200, answer=answer)
+
+    clean_plan = FaultPlan()  # the clean runs: never an observedGeneration, Ready at last
+    status_write(clean_plan, "ns-clean", None, "Pending")
+    status_write(clean_plan, "ns-clean", None, "Ready")
+    usual = written_values(clean_plan.exchanges, ["ns-clean"])
+    assert usual["clusters.example.com c"]["status.phase"] and \
+        "status.observedGeneration" not in usual["clusters.example.com c"]
+
+    plan = FaultPlan()  # the faulted run: its race wrote observedGeneration 3 first
+    status_write(plan, "ns-point", 3, "Pending")
+    fault = InjectedFault(dt.datetime.now(dt.UTC), "op", (), RequestInfo(
+        "watch", "apps", "v1", "statefulsets", namespace="ns-point"), "unobserved", "held",
+        0)
+    plan.journal.add(fault)
+    status_write(plan, "ns-point", 3, "Failed")  # after the fault: the fault's, maybe
+    first = first_fault_at(plan.journal.entries)
+    assert first == fault.at
+    before = written_values(plan.exchanges, ["ns-point"], before=first)
+    clean = state(**{"clusters.example.com_c": [{"status": {"phase": "Ready"}}]})
+    faulted = state(**{"clusters.example.com_c": [
+        {"status": {"observedGeneration": 3, "phase": "Pending"}}]})
+    parted = predating(clean, faulted, {}, usual, before)
+    # Pending came before the fault but a clean run wrote it too: the fault may have kept
+    # the operator there, so it is judged; observedGeneration is the run's own path.
+    assert parted == {"clusters.example.com c": ["status.observedGeneration"]}, parted
+    assert compare_end_states(clean, faulted, with_predating({}, parted)) == [
+        "status: clusters.example.com c: status.phase: 'Ready' -> 'Pending'"]
+    # Failed, written only after the fault, is the fault's doing, maybe: judged.
+    late = state(**{"clusters.example.com_c": [
+        {"status": {"observedGeneration": 3, "phase": "Failed"}}]})
+    assert predating(clean, late, {}, usual, before) == {
+        "clusters.example.com c": ["status.observedGeneration"]}
+    assert predating(clean, late, {}, usual, {}) == {}  # no fault came: all judged
+    # A Secret's values are never kept, not even as digests.
+    secret = FaultPlan()
+    secret._exchanged(RequestInfo("create", "", "v1", "secrets", namespace="ns", name="s"),
+                      "op", 201, answer=b'{"kind":"Secret","metadata":{"name":"s",'
+                      b'"namespace":"ns","resourceVersion":"9"},"data":{"p":"eA=="}}')
+    assert secret.exchanges[0].answer is not None
+    assert written_values(secret.exchanges, ["ns"]) == {}

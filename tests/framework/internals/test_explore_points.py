@@ -209,7 +209,7 @@ def test_a_test_namespace_is_a_placeholder_in_names_and_identities_alike() -> No
     """An operator's record ``<namespace of the Cache>.<name>``, in a namespace of its own:
     each run's test namespace is another name, and was read as another object (77 false
     bugs on a new user's operator: "extra: configmaps test-...-a0cf8.demo")."""
-    from envtest.api.explore.oracles.endstate import _key, end_state
+    from envtest.api.explore.oracles.endstate import end_state, object_key
     from envtest.api.faults.identity import name_matches
     from envtest.api.objects.names import canonical, register_run_namespace
 
