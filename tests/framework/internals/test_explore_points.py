@@ -228,7 +228,7 @@ def test_a_test_namespace_is_a_placeholder_in_names_and_identities_alike() -> No
     states = []
     for namespace in ("test-cache-a0cf8", "test-cache-c5d22"):
         record = config_map(f"{namespace}.demo", "records")
-        states.append(end_state([(_key("configmaps", "", record, [namespace]), record)],
+        states.append(end_state([(object_key("configmaps", "", record, [namespace]), record)],
                                 [namespace]))
     assert list(states[0].objects) == ["configmaps <namespace-0>.demo"]
     assert compare_end_states(*states) == []
