@@ -168,3 +168,19 @@ def test_the_readme_gives_the_known_bugs_the_bench_found() -> None:
     fixed_points = sum(b["fixed_run"]["points"] for b in bugs if b["fixed_run"])
     assert sum(b["fixed_findings"] for b in bugs) == 0
     assert f"gave no finding in {fixed_points} points" in readme
+
+
+def test_the_readme_gives_the_false_alarms_the_bench_counted() -> None:
+    """Each example operator's tests and points, and the false alarms of them all, as
+    bench_false_alarms wrote them; every finding it counted read."""
+    results = json.loads((RESULTS / "false-alarms.json").read_text())
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    operators = results["operators"]
+    assert {row["name"] for row in operators} == {"ray", "lightkube", "kopf", "go"}
+    assert results["points"] == sum(row["points"] for row in operators)
+    assert results["false_alarms"] == sum(row["false_alarms"] for row in operators)
+    for row in operators:
+        assert f"{row['name']}: {row['tests']} tests, {row['points']} points" in readme, row
+        assert row["exit"] in (0, 1) and not row["nothing"], row
+    assert (f"**{results['false_alarms']} false alarms in {results['points']} points**"
+            in readme)
