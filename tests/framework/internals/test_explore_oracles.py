@@ -368,3 +368,21 @@ def test_a_value_written_before_the_fault_that_no_clean_run_wrote_is_not_the_fau
                       b'"namespace":"ns","resourceVersion":"9"},"data":{"p":"eA=="}}')
     assert secret.exchanges[0].answer is not None
     assert written_values(secret.exchanges, ["ns"]) == {}
+
+
+def test_churn_already_beyond_the_clean_runs_before_the_fault_is_not_the_fault_s() -> None:
+    """ZooKeeper's operator raced the garbage collector over a deleted cluster's Services and
+    made them a third time, a second before a stale point's restart: churn the run had
+    before its fault.  Churn that grows past the clean runs' only after it is judged."""
+    from envtest.api.explore.oracles.churn import churn_findings, churn_parted
+
+    clean = {"create services zk-client": 1}
+    faulted = {"create services zk-client": 2, "delete statefulsets zk": 1}
+    parted = churn_parted(clean, {"create services zk-client": 2})
+    assert parted == ["create services zk-client"]
+    assert churn_findings(clean, faulted, parted) == [
+        "churn: statefulsets zk deleted 1 time (the clean runs: 0)"]
+    assert churn_parted(clean, {"create services zk-client": 1}) == []  # as the clean runs
+    assert churn_findings(clean, faulted, []) == [
+        "churn: services zk-client made again 2 times (the clean runs: 1)",
+        "churn: statefulsets zk deleted 1 time (the clean runs: 0)"]
