@@ -386,3 +386,33 @@ def test_churn_already_beyond_the_clean_runs_before_the_fault_is_not_the_fault_s
     assert churn_findings(clean, faulted, []) == [
         "churn: services zk-client made again 2 times (the clean runs: 1)",
         "churn: statefulsets zk deleted 1 time (the clean runs: 0)"]
+
+
+def test_making_again_what_another_deleted_is_no_churn_of_the_operator_s() -> None:
+    """The garbage collector removed a deleted cluster's Services while ZooKeeper's operator,
+    still finalizing it, made them again: once in the clean runs, twice in a faulted run of
+    the fixed release.  A making again counts only where no one but the operator deleted
+    the object since it last made it; its own delete then create is churn, as before."""
+    import datetime as dt
+
+    from envtest.api.explore.oracles.churn import churn
+    from envtest.api.faults.plan import FaultPlan
+    from envtest.api.faults.requestinfo import RequestInfo
+
+    plan = FaultPlan()
+
+    def write(verb: str, name: str) -> dt.datetime:
+        plan._exchanged(RequestInfo(verb, "", "v1", "services", namespace="ns", name=name),
+                        "op", 201 if verb == "create" else 200)
+        return plan.exchanges[-1].at
+
+    write("create", "zk-client")
+    collected = write("create", "other") + dt.timedelta(microseconds=1)  # a moment later
+    write("create", "zk-client")  # after the garbage collector's delete
+    write("delete", "zk-client")
+    write("create", "zk-client")  # after its own delete: churn
+    others = [(collected, "services zk-client")]
+    assert churn(plan.exchanges, others) == {"create services zk-client": 1,
+                                             "delete services zk-client": 1}
+    assert churn(plan.exchanges) == {"create services zk-client": 2,
+                                     "delete services zk-client": 1}
