@@ -195,6 +195,26 @@ def test_readiness_gate_holds_ready_until_its_condition_is_true(
     assert kubelet.states("gated") == ["Running", "Ready"]
 
 
+def test_a_pod_its_plan_keeps_unready_turns_ready_when_the_test_says(
+        k8s, namespace, wait_for, kubelet) -> None:
+    """``kubelet.ready``: the write is the engine's (its user, as every status write of
+    its), so what judges an operator by who wrote what counts it as the cluster's."""
+    kubelet.plan("t=db", PodPlan(outcome="running"))
+    with pytest.raises(envtest.ResourceError, match="/db is not Running on a simulated Node"):
+        kubelet.ready("db")  # not made yet
+    k8s.core.create_namespaced_pod(namespace, _pod("db"))
+    running = wait_for("Pod", "db", lambda p: p.status.get("phase") == "Running", timeout=20)
+    assert _condition(running, "Ready") == "False"
+    kubelet.ready("db")
+    ready = wait_for("Pod", "db", envtest.pod_is_ready, timeout=10)
+    assert _condition(ready, "ContainersReady") == "True"
+    kubelet.ready("db")  # ready already: nothing more
+    assert kubelet.states("db") == ["Running", "Ready"]
+    managers = {entry["manager"] for entry in ready.metadata.get("managedFields") or []
+                if entry.get("subresource") == "status"}
+    assert managers == {"envtest-kubelet"}, managers
+
+
 def test_init_containers_then_crash_loop_with_growing_back_off(
         k8s, namespace, wait_for, kubelet) -> None:
     kubelet.plan("t=flaky", init_after=0.3, outcome="crashloop", crash_every=0.2,
