@@ -2,9 +2,10 @@
 
 Sieve (OSDI 2022) lists the reconcile bugs it found in real operators with the issues and
 the commits that fixed them.  This builds each operator (RabbitMQ's cluster operator,
-ZooKeeper's operator) from its released Go module source (``tests/support/go_modules.py``:
-the module proxy serves their tagged releases; their code unchanged, built with this
-machine's Go, a dependency whose vanity domain is gone replaced by its new path) at a
+ZooKeeper's operator, DataStax's Cassandra operator) from its released Go module source
+(``tests/support/go_modules.py``: the module proxy serves their tagged releases; their code
+unchanged, built with this machine's Go, a dependency whose vanity domain is gone replaced
+by its new path) at a
 release with each bug and the first release with its fix, runs Sieve's workload for that
 bug as a test of this framework (``bench/known_bugs/scenario_<operator>.py``) and explores
 it with the kind of the bug's pattern, on both releases, with exploration's own points (no
@@ -72,6 +73,9 @@ ZOOKEEPER = Operator("github.com/pravega/zookeeper-operator", "scenario_zookeepe
                          ("vbom.ml/util", "github.com/fvbommel/util@v0.0.0-20160121211510-"
                                           "db5cfe13f5cc"),
                          ("bou.ke/monkey", "github.com/bouk/monkey@v1.0.1")))
+#: Its releases before v1.11.0 watch policy/v1beta1 PodDisruptionBudgets (gone since
+#: Kubernetes 1.25): their manager stops before its first reconcile here.
+CASSANDRA = Operator("github.com/k8ssandra/cass-operator", "scenario_cassandra.py", "CASS")
 #: Sieve's published figures, for the README's comparison.
 SIEVE = {"bugs": 46, "false_positive_percent": 3.5}
 FINDINGS = ("bug", "flaky", "slow recovery")
@@ -130,6 +134,32 @@ BUGS = (
              "1.25, so their reconcile never reaches the status the orphan cleanup waits for",
              "v0.2.9", "v0.2.12", "test_scaledown_scaleup", "stale",
              r"^stale view: .* seeing zookeeperclusters zookeeper-cluster "),
+    KnownBug(CASSANDRA, "k8ssandra/cass-operator#K8SSAND-559", "stale",
+             "restarted with a view of the old datacenter being deleted after it was made "
+             "again (its claim made again by the StatefulSet controller), the finalizer lists "
+             "the claims by the datacenter's label and deletes the new one's; Sieve found it "
+             "at v1.6.0, still so at v1.14.0 (no release fixes it: no fixed twin), tried at "
+             "v1.11.0, the first release whose manager starts on Kubernetes 1.25 and later",
+             "v1.11.0", None, "test_recreate", "stale",
+             r"^stale view: restarted once persistentvolumeclaims server-data-cluster1-"
+             r"cassandra-datacenter-default-sts-0 is made again, seeing cassandradatacenters "
+             r"cassandra-datacenter "),
+    KnownBug(CASSANDRA, "k8ssandra/cass-operator#K8SSAND-1023", "intermediate",
+             "killed right after it creates the internode CA's Secret and before the "
+             "keystore made from it, the fresh instance finds the CA and never makes the "
+             "keystore the Pods mount (fixed in v1.10.0: the keystore is checked on its "
+             "own); every release before the fix watches policy/v1beta1 "
+             "PodDisruptionBudgets, gone since Kubernetes 1.25, so its manager stops before "
+             "its first reconcile here", "v1.9.0", "v1.10.0", "test_recreate", "crashes",
+             r"^crash after the 1st create of secrets cassandra-datacenter-ca-keystore$"),
+    KnownBug(CASSANDRA, "k8ssandra/cass-operator#K8SSAND-1362", "intermediate",
+             "killed right after it labels a Pod Starting, the fresh instance never does "
+             "what came next (Sieve, at v1.6.0: the start request to the node's management "
+             "API, the node never started; at v1.11.0 the start request comes before the "
+             "label, and what is lost is the datacenter's record of the start, "
+             "status.lastServerNodeStarted); no release up to v1.14.0 changes it (no fixed "
+             "twin); Sieve lists it as pending", "v1.11.0", None, "test_recreate", "crashes",
+             r"^crash after the 2nd patch of pods cluster1-cassandra-datacenter-default-sts-0$"),
 )
 
 

@@ -1,4 +1,5 @@
-"""What the known-bug scenarios share: local volumes for the claims, a wait for a 404.
+"""What the known-bug scenarios share: local volumes for the claims, a wait for a 404, a
+Pod's phase.
 
 Copied beside each scenario into the folder it runs in (no conftest or package of this
 repository is there).
@@ -44,3 +45,12 @@ def gone(read: Callable[[], Any]) -> bool:
     except Exception as error:
         return getattr(error, "status", None) == 404
     return False
+
+
+def pod_running(k8s: Any, namespace: str, name: str) -> bool:
+    """Whether the Pod ``name`` is there and Running."""
+    try:
+        pod = k8s.core.read_namespaced_pod(name, namespace)
+    except Exception:
+        return False
+    return pod.status.phase == "Running"

@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 import yaml
-from scenario_support import gone, local_volumes
+from scenario_support import gone, local_volumes, pod_running
 
 from envtest import WaitTimeoutError, eventually
 
@@ -122,14 +122,6 @@ def cluster(storage_class: str, replicas: int = 1) -> dict[str, Any]:
                 "reclaimPolicy": "Delete",
                 "spec": {"storageClassName": storage_class, "accessModes": ["ReadWriteOnce"],
                          "resources": {"requests": {"storage": "20Gi"}}}}}}
-
-
-def pod_running(k8s: Any, namespace: str, name: str) -> bool:
-    try:
-        pod = k8s.core.read_namespaced_pod(name, namespace)
-    except Exception:
-        return False
-    return pod.status.phase == "Running"
 
 
 def claim(k8s: Any, namespace: str, index: int = 0) -> Any:

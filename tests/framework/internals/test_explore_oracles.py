@@ -416,3 +416,32 @@ def test_making_again_what_another_deleted_is_no_churn_of_the_operator_s() -> No
                                              "delete services zk-client": 1}
     assert churn(plan.exchanges) == {"create services zk-client": 2,
                                      "delete services zk-client": 1}
+
+
+def test_a_delete_counts_once_per_object_it_deletes() -> None:
+    """Killed right after its finalizer deleted a claim (held by its protection finalizer),
+    Cassandra's restarted operator ran the finalizer again and deleted the same claim a
+    second time: one object deleted, as in the clean runs.  A claim made again (another uid)
+    and deleted again is churn."""
+    import json
+
+    from envtest.api.explore.oracles.churn import churn
+    from envtest.api.faults.plan import FaultPlan
+    from envtest.api.faults.requestinfo import RequestInfo
+
+    plan = FaultPlan()
+
+    def delete(uid: str, code: int = 200) -> None:
+        answer = json.dumps({"kind": "PersistentVolumeClaim", "metadata": {
+            "name": "data-0", "uid": uid, "resourceVersion": "7",
+            "deletionTimestamp": "2026-12-06T23:00:00Z"}}).encode()
+        plan._exchanged(RequestInfo("delete", "", "v1", "persistentvolumeclaims",
+                                    namespace="ns", name="data-0"), "op", code, answer=answer)
+
+    delete("uid-1")
+    delete("uid-1")  # the finalizer run again: the same claim, being deleted
+    assert plan.exchanges[-1].deleted_uid == "uid-1"
+    assert churn(plan.exchanges) == {"delete persistentvolumeclaims data-0": 1}
+    delete("uid-2")  # made again by its StatefulSet, deleted again
+    delete("uid-3", code=404)  # not deleted
+    assert churn(plan.exchanges) == {"delete persistentvolumeclaims data-0": 2}
