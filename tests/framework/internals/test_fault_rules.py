@@ -12,7 +12,7 @@ from envtest.api.faults import Fault, FaultPlan, parse_fault, parse_request
 from envtest.api.faults.requestinfo import RequestInfo, with_body
 from envtest.api.faults.rules import KINDS
 from envtest.api.faults.wire.watchstream import Framer
-from envtest.controlplane.access.receipts import answered_version
+from envtest.controlplane.access.receipts import answered_uid, answered_version
 from envtest.errors import ConfigurationError
 
 
@@ -79,6 +79,11 @@ def test_a_go_clients_protobuf_create_is_named_too() -> None:
     # its answer's resourceVersion (ObjectMeta field 6) is the write's receipt
     answered = b"k8s\x00" + _delimited(2, _delimited(1, meta + _delimited(6, b"4711")))
     assert (answered_version(answered), answered_version(body)) == ("4711", None)
+    # a delete's answer names the object it deleted by its uid (ObjectMeta field 5)
+    deleted = b"k8s\x00" + _delimited(2, _delimited(1, meta + _delimited(5, b"u-1")))
+    assert (answered_uid(deleted), answered_uid(body)) == ("u-1", None)
+    assert answered_uid(b'{"kind":"PersistentVolumeClaim","metadata":{"name":"d","uid":"u-2",'
+                        b'"ownerReferences":[{"uid":"owner"}]}}') == "u-2"
 
 
 UPDATE_STATUS = RequestInfo("update", "ray.io", "v1", "rayservices", "status", "ns", "r")
