@@ -200,7 +200,7 @@ def test_a_pod_its_plan_keeps_unready_turns_ready_when_the_test_says(
     """``kubelet.ready``: the write is the engine's (its user, as every status write of
     its), so what judges an operator by who wrote what counts it as the cluster's."""
     kubelet.plan("t=db", PodPlan(outcome="running"))
-    with pytest.raises(envtest.ResourceError, match="/db is not Running on a simulated Node"):
+    with pytest.raises(envtest.ResourceError, match="/db is not one of the simulated Nod"):
         kubelet.ready("db")  # not made yet
     k8s.core.create_namespaced_pod(namespace, _pod("db"))
     running = wait_for("Pod", "db", lambda p: p.status.get("phase") == "Running", timeout=20)
@@ -213,6 +213,27 @@ def test_a_pod_its_plan_keeps_unready_turns_ready_when_the_test_says(
     managers = {entry["manager"] for entry in ready.metadata.get("managedFields") or []
                 if entry.get("subresource") == "status"}
     assert managers == {"envtest-kubelet"}, managers
+
+
+def test_ready_asked_before_the_pod_runs_is_kept_until_it_does(
+        k8s, namespace, wait_for, kubelet) -> None:
+    """A Pod whose Running a reader saw a moment before the engine recorded it (or one
+    still Pending) turns ready once it runs: the request is not lost, nor refused."""
+    kubelet.plan("t=late", PodPlan(outcome="running", running_after=2.0))
+    k8s.core.create_namespaced_pod(namespace, _pod("late"))
+
+    def asked() -> bool:
+        try:
+            kubelet.ready("late")  # Pending for 2 s yet
+        except envtest.ResourceError:
+            return False  # not seen by the engine yet
+        return True
+
+    envtest.eventually(asked, timeout=10)
+    assert _condition(k8s.core.read_namespaced_pod("late", namespace).to_dict(), "Ready") \
+        != "True"
+    wait_for("Pod", "late", envtest.pod_is_ready, timeout=20)
+    assert kubelet.states("late") == ["Running", "Ready"]
 
 
 def test_init_containers_then_crash_loop_with_growing_back_off(
