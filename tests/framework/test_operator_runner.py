@@ -483,7 +483,8 @@ def test_a_thread_operator_given_its_kubeconfig_and_an_async_one_restart_after_a
     restarts it on a fresh user's kubeconfig."""
     import asyncio
 
-    import lightkube
+    lightkube = pytest.importorskip(
+        "lightkube", reason="a development extra, not in make test-minimums' floors")
     from lightkube.config.kubeconfig import KubeConfig
     from lightkube.models.meta_v1 import ObjectMeta
     from lightkube.resources.core_v1 import ConfigMap
