@@ -71,19 +71,20 @@ MIN_TESTS ?= tests/framework/test_crds_and_apply.py tests/framework/test_objects
   tests/framework/test_api_calls.py tests/framework/test_webhooks.py \
   tests/framework/test_snapshots.py tests/framework/test_exploration.py \
   tests/framework/test_services.py tests/framework/test_pods.py \
-  tests/examples/test_kopf_webapp.py tests/examples/test_go_operator.py
+  tests/examples/test_kopf_webapp.py tests/examples/test_go_operator.py \
+  tests/framework/test_strategies.py
 
 $(MIN_VENV)/.installed: pyproject.toml .ci/floors.py
 	@test -x $(MIN_VENV)/bin/python || $(PYTHON) -m venv $(MIN_VENV)
-	$(PYTHON) .ci/floors.py kopf > $(MIN_VENV)/floors.txt
+	$(PYTHON) .ci/floors.py kopf operations > $(MIN_VENV)/floors.txt
 	$(MIN_VENV)/bin/python -m pip install --quiet --disable-pip-version-check \
-	  -c $(MIN_VENV)/floors.txt -e '.[kopf]' pytest-xdist pytest-timeout
+	  -c $(MIN_VENV)/floors.txt -e '.[kopf,operations]' pytest-xdist pytest-timeout
 	$(MIN_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-deps -e ./operator
 	@touch $@
 
 test-minimums: binaries $(MIN_VENV)/.installed
 	@$(MIN_VENV)/bin/python -m pip list --disable-pip-version-check 2>/dev/null | \
-	  grep -i -E '^(kubernetes|pytest|httpx|aiohttp|kopf|cryptography|pyyaml) '
+	  grep -i -E '^(kubernetes|pytest|httpx|aiohttp|kopf|cryptography|pyyaml|hypothesis) '
 	GOGC=$(SUITE_GOGC) ENVTEST_K8S_VERSION=$(K8S_VERSION) $(MIN_VENV)/bin/python -m pytest \
 	  -p no:cacheprovider -n $(TEST_WORKERS) --dist worksteal $(MIN_TESTS) $(PYTEST_ARGS)
 
