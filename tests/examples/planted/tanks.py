@@ -1,0 +1,80 @@
+"""A tank keeper (a Python thread, polling every namespace), with a bug of each kind operation
+exploration finds, and their fixed twin (no bug named).
+
+A Tank (``crd.yaml``) has ``spec.size`` parts, each a ConfigMap ``<tank>-part-<i>``, and a
+ConfigMap ``<tank>-config`` holding its ``image`` and ``mode``.  The keeper polls the Tanks
+of every namespace every 0.1 s and makes each tank's objects what its spec says.  The bugs,
+each a mistake real operators make (Acto's list has each kind):
+
+- ``stale-image`` (consistency): the config is written when it is made, never updated: a
+  changed ``image`` never reaches it (the operator reads the field only on create);
+- ``zero-size`` (a boundary value): a part's name ends in its index, and with ``size: 0``
+  the keeper still makes "the last part", its index left out (``t-part-``): a name the
+  apiserver refuses, on every pass: an error loop;
+- ``leaky-shrink`` (differential): a smaller size makes no new part but deletes none either:
+  a tank shrunk by a change keeps parts a tank made at that size never had.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import kubernetes
+
+POLL_SECONDS = 0.1
+GROUP, VERSION, PLURAL = "planted.example.com", "v1", "tanks"
+BUGS = ("stale-image", "zero-size", "leaky-shrink")
+
+
+def keeper(bug: str = "") -> Any:
+    """The operator (``run_operator(keeper("stale-image"))``; no bug: the fixed twin)."""
+    if bug and bug not in BUGS:
+        raise ValueError(f"no such bug {bug!r}: {', '.join(BUGS)}")
+
+    def run(api_client: kubernetes.client.ApiClient, stop: threading.Event) -> None:
+        core = kubernetes.client.CoreV1Api(api_client)
+        custom = kubernetes.client.CustomObjectsApi(api_client)
+        while not stop.wait(POLL_SECONDS):
+            for tank in custom.list_cluster_custom_object(GROUP, VERSION, PLURAL)["items"]:
+                try:
+                    reconcile(core, tank, bug)
+                except kubernetes.client.ApiException as error:  # retried on the next pass
+                    print(f"tank {tank['metadata']['name']}: {error.status} {error.reason}")
+
+    return run
+
+
+def _owner(tank: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Tank", "controller": True,
+            "name": tank["metadata"]["name"], "uid": tank["metadata"]["uid"]}
+
+
+def reconcile(core: Any, tank: dict[str, Any], bug: str) -> None:
+    name, namespace = tank["metadata"]["name"], tank["metadata"]["namespace"]
+    spec = tank["spec"]
+    size = int(spec["size"])
+    have = {m.metadata.name for m in core.list_namespaced_config_map(
+        namespace, label_selector=f"tank={name}").items}
+    config = {"metadata": {"name": f"{name}-config", "labels": {"tank": name, "role": "config"},
+                           "ownerReferences": [_owner(tank)]},
+              "data": {"image": spec.get("image", ""), "mode": spec.get("mode", "")}}
+    if config["metadata"]["name"] not in have:
+        core.create_namespaced_config_map(namespace, config)
+    elif bug != "stale-image":
+        current = core.read_namespaced_config_map(config["metadata"]["name"], namespace)
+        if current.data != config["data"]:
+            core.patch_namespaced_config_map(config["metadata"]["name"], namespace,
+                                             {"data": config["data"]})
+    wanted = [f"{name}-part-{i}" for i in range(size)]
+    if bug == "zero-size" and size == 0:
+        wanted = [f"{name}-part-"]  # "the last part" of none: a name the apiserver refuses
+    for part in wanted:
+        if part not in have:
+            core.create_namespaced_config_map(namespace, {"metadata": {
+                "name": part, "labels": {"tank": name, "role": "part"},
+                "ownerReferences": [_owner(tank)]}})
+    if bug != "leaky-shrink":
+        for part in sorted(have):
+            if part.startswith(f"{name}-part-") and part not in wanted:
+                core.delete_namespaced_config_map(part, namespace)
