@@ -20,6 +20,7 @@ Writes ``bench/results/false-alarms.json``: ``{"operators": [{"name", "kind", "t
 "points", "bugs", "flaky", "false_alarms", ...}], "false_alarms": N}``.  The goal is 0.
 
     python -m bench.bench_false_alarms [--only lightkube,kopf] [--workers 2] [--limit 40]
+        [--kinds operations]
     python -m bench.bench_false_alarms --rejudge    # after editing the review file
 """
 
@@ -55,12 +56,19 @@ OPERATORS: dict[str, tuple[str, list[str]]] = {
 FINDINGS = ("bug", "flaky", "slow recovery")
 
 
-def explore(name: str, args: list[str], workers: int, limit: int) -> dict[str, Any]:
+def output_for(kinds: str) -> Path:
+    """``false-alarms.json`` for every fault kind; ``false-alarms-operations.json`` for the
+    user's side (the kinds are judged apart: they find different things)."""
+    return OUTPUT if kinds == "all" else RESULTS / f"false-alarms-{kinds.replace(',', '-')}.json"
+
+
+def explore(name: str, args: list[str], workers: int, limit: int,
+            kinds: str = "all") -> dict[str, Any]:
     """One operator's exploration: its summary document and minutes."""
     with tempfile.TemporaryDirectory(prefix="false-alarms-") as folder:
         summary = Path(folder) / "summary.json"
         command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *args,
-                   "--envtest-explore=all", f"--envtest-explore-limit={limit}",
+                   f"--envtest-explore={kinds}", f"--envtest-explore-limit={limit}",
                    f"--envtest-explore-json={summary}", f"--basetemp={folder}/tmp"]
         if workers > 1:
             command += ["-n", str(workers)]
@@ -117,9 +125,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=40, help="points per test at most")
     parser.add_argument("--rejudge", action="store_true",
                         help="judge the runs kept in false-alarms.json again")
+    parser.add_argument("--kinds", default="all",
+                        help="exploration kinds (all: every fault; operations: spec changes)")
     args = parser.parse_args(argv)
+    output = output_for(args.kinds)
     reviews = json.loads(REVIEWS.read_text()) if REVIEWS.exists() else {}
-    previous = json.loads(OUTPUT.read_text()) if OUTPUT.exists() else {"operators": []}
+    previous = json.loads(output.read_text()) if output.exists() else {"operators": []}
     kept = {o["name"]: {**o, "document": previous.get("runs", {}).get(o["name"],
                                                                      {"tests": []})}
             for o in previous.get("operators", [])}
@@ -130,27 +141,27 @@ def main(argv: list[str] | None = None) -> int:
             run = {"minutes": kept[name]["minutes"], "exit": kept[name]["exit"],
                    "tail": kept[name].get("tail", ""), "document": kept[name]["document"]}
         else:
-            run = explore(name, selection, args.workers, args.limit)
+            run = explore(name, selection, args.workers, args.limit, args.kinds)
         line = judged(name, kind, run, reviews)
         line["document"] = run["document"]
         kept[name] = line
         print(f"{name}: {line['tests']} tests, {line['points']} points, {line['bugs']} bugs "
               f"({line['false_alarms']} false alarms), {line['flaky']} flaky, "
               f"{line['minutes']} min", flush=True)
-        write(kept)
-    document = write(kept)
+        write(kept, output)
+    document = write(kept, output)
     print(f"false alarms: {document['false_alarms']}")
     return 0
 
 
-def write(kept: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def write(kept: dict[str, dict[str, Any]], output: Path = OUTPUT) -> dict[str, Any]:
     operators = [kept[name] for name in OPERATORS if name in kept]
     document = {"operators": [{k: v for k, v in o.items() if k != "document"}
                               for o in operators],
                 "false_alarms": sum(o["false_alarms"] for o in operators),
                 "bugs": sum(o["bugs"] for o in operators),
                 "points": sum(o["points"] for o in operators)}
-    save_json(OUTPUT, {**document, "runs": {o["name"]: o["document"] for o in operators}})
+    save_json(output, {**document, "runs": {o["name"]: o["document"] for o in operators}})
     return document
 
 
