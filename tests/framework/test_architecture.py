@@ -108,6 +108,15 @@ def test_the_public_api_is_importable_and_loads_no_pytest() -> None:
     assert loaded == "[]", f"importing envtest loaded {loaded}"
 
 
+def test_the_plugin_loads_no_hypothesis_until_operations_are_explored() -> None:
+    """Hypothesis is the operations extra's: the plugin (which every pytest session with the
+    package loads) must not import it, nor pay its start-up (its charmap)."""
+    code = ("import sys, envtest.pytest_plugin\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+            "('hypothesis', 'hypothesis_jsonschema')))\n")
+    assert _python(code).strip() == "[]"
+
+
 def test_every_public_name_says_what_it_is() -> None:
     undocumented = [name for name in envtest.__all__
                     if callable(getattr(envtest, name)) and not getattr(envtest, name).__doc__]

@@ -271,8 +271,8 @@ def test_bad_exploration_input_says_what_is_valid(orders_dir: Any) -> None:
     result, output = run(orders_dir, "--envtest-explore=crash")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert ("unknown exploration 'crash'; choose from crashes, conflicts, errors, stale, "
-            "unobserved, lag (comma separated), views (stale and unobserved) or all"
-            ) in result.stderr.str(), output
+            "unobserved, lag, operations (comma separated), views (stale and unobserved) or "
+            "all (every fault kind)") in result.stderr.str(), output
     result, _ = run(orders_dir, "--envtest-fault", "crash-after-writes=3")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert ("unknown fault 'crash-after-writes'; the faults are: conflict, error, throttle, "

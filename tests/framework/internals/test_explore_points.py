@@ -136,7 +136,8 @@ def test_kinds_parse_in_a_stable_order_and_unknown_ones_list_the_valid() -> None
     assert parse_explore_kinds("lag, crashes") == ("crashes", "lag")
     assert parse_explore_kinds("views") == ("stale", "unobserved")
     assert parse_explore_kinds("all") == ("crashes", "conflicts", "errors", "stale",
-                                          "unobserved", "lag")
+                                          "unobserved", "lag")  # every fault kind
+    assert parse_explore_kinds("operations,all")[-1] == "operations"  # asked by name
     assert parse_explore_kinds("") == ()
     with pytest.raises(ConfigurationError, match="unknown exploration 'crash'; choose from "
                        "crashes, conflicts, errors, stale, unobserved, lag"):
