@@ -24,6 +24,7 @@ HERE = Path(__file__).parent
 CRD = yaml.safe_load((HERE / "data" / "widgets.yaml").read_text())
 GROUP, VERSION, PLURAL = "strategies.example.com", "v1", "widgets"
 pytestmark = pytest.mark.envtest_crds("tests/framework/data/widgets.yaml")
+pytest_plugins = ["pytester"]
 _names = itertools.count()
 
 
@@ -141,3 +142,28 @@ def test_a_crd_that_cannot_be_drawn_from_is_named_with_the_fix(crd: dict[str, An
                                                                 message: str) -> None:
     with pytest.raises(ConfigurationError, match=message):
         strategies.specs(crd, version="v9" if "v9" in message else None)
+
+
+def test_a_failure_is_kept_where_ci_keeps_its_artifacts(pytester: pytest.Pytester,
+                                                        tmp_path: Path) -> None:
+    """Under ``--envtest-artifacts DIR``, plane_settings keeps Hypothesis' examples in
+    ``DIR/hypothesis``; the next run given that folder draws the failure first."""
+    pytester.makepyfile(test_kept="""
+        from hypothesis import given, strategies as st
+        from envtest import strategies
+
+        @strategies.plane_settings(max_examples=200)
+        @given(st.integers(0, 10**6))
+        def test_small(n):
+            assert n < 1000
+    """)
+    artifacts = tmp_path / "artifacts"
+    first = pytester.runpytest_subprocess("-p", "no:cacheprovider",
+                                          f"--envtest-artifacts={artifacts}")
+    first.assert_outcomes(failed=1)
+    kept = [p for p in (artifacts / "hypothesis").rglob("*") if p.is_file()]
+    assert kept, "no example kept under the artifacts folder"
+    again = pytester.runpytest_subprocess("-p", "no:cacheprovider",
+                                          f"--envtest-artifacts={artifacts}")
+    again.assert_outcomes(failed=1)
+    assert "n=1000" in again.stdout.str()  # the shrunk failure, drawn again
