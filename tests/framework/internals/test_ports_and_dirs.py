@@ -156,6 +156,19 @@ def test_remove_stale_dirs_removes_dead_owners_and_keeps_live_ones(tmp_path: Pat
     assert live.is_dir() and mixed.is_dir() and foreign.is_dir() and not dead.exists()
 
 
+def test_a_dir_killed_before_its_owners_file_goes_by_the_pid_in_its_name(
+        tmp_path: Path) -> None:
+    finished = subprocess.Popen([sys.executable, "-c", ""])
+    finished.wait()
+    half_made = tmp_path / f"{PREFIX}explore-{finished.pid}-a0lnbw_b"
+    mine = tmp_path / f"{PREFIX}explore-{os.getpid()}-x1y2z3_q"
+    nameless = tmp_path / f"{PREFIX}explore"
+    for path in (half_made, mine, nameless):
+        path.mkdir(mode=0o700)
+    assert remove_stale_dirs([tmp_path]) == [half_made]
+    assert mine.is_dir() and nameless.is_dir()
+
+
 def test_remove_stale_dirs_treats_a_zombie_owner_as_dead(tmp_path: Path) -> None:
     exited = subprocess.Popen([sys.executable, "-c", ""])
     try:
