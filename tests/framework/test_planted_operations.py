@@ -64,3 +64,51 @@ def test_the_fixed_tank_keeper_gives_no_finding(planted: Any, tmp_path: Path,  #
     (outcome,) = summary["tests"][0]["outcomes"]
     assert outcome["verdict"] == "passed" and outcome["trials"] >= 8, outcome
     assert outcome["refused"] < outcome["trials"], outcome
+
+
+def test_a_keeper_that_paces_its_work_is_compared_at_the_same_age(
+        planted: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    """The fixed keeper makes a tank's ready record 3 s after the tank: a tank made by
+    changes, older, has it when one made directly has not yet, quiet meanwhile.  Compared at
+    the same age, no differential."""
+    monkeypatch.delenv("TANK_BUG", raising=False)
+    monkeypatch.setenv("TANK_PACE", "3")
+    result, output, summary = explore(planted, tmp_path, "paced",
+                                      "--envtest-explore=operations", "scenario_tanks.py")
+    result.assert_outcomes(passed=1)
+    assert findings(summary) == [], output
+    (outcome,) = summary["tests"][0]["outcomes"]
+    assert outcome["verdict"] == "passed" and outcome["trials"] >= 8, outcome
+
+
+FIELDS_ONLY = """
+import pytest
+from scenario_tanks import pytestmark  # noqa: F401 (the Tank's CRD)
+from scenario_tanks import test_a_tank_gets_its_parts_and_config as made
+
+test_image_and_mode_only = pytest.mark.envtest_explore(
+    "operations", fields=["spec.image", "spec.mode"])(made)
+"""
+
+
+def test_fields_given_are_the_only_ones_changed(planted: Any, tmp_path: Path,  # noqa: F811
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """``envtest_explore(fields=[...])`` keeps the changes to those fields: the tank keeper
+    that loops on ``size: 0`` is never shown a size, so its whole budget passes."""
+    monkeypatch.setenv("TANK_BUG", "zero-size")
+    planted.makepyfile(scenario_fields=FIELDS_ONLY)
+    result, output, summary = explore(planted, tmp_path, "fields", "scenario_fields.py")
+    result.assert_outcomes(passed=1)
+    assert findings(summary) == [], output
+    (outcome,) = summary["tests"][0]["outcomes"]
+    assert outcome["verdict"] == "passed" and outcome["trials"] >= 8, outcome
+
+
+def test_fields_that_are_not_the_specs_fail_the_test_with_the_fix(
+        planted: Any) -> None:  # noqa: F811
+    planted.makepyfile(scenario_bad=FIELDS_ONLY.replace('"spec.image"', '"image"'))
+    result = planted.runpytest_subprocess("-p", "no:cacheprovider", "scenario_bad.py",
+                                          timeout=120)
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*fields= takes patterns of the spec's fields that "
+                                 "operations change, each starting with 'spec.'*"])

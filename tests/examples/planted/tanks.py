@@ -13,10 +13,16 @@ each a mistake real operators make (Acto's list has each kind):
   apiserver refuses, on every pass: an error loop;
 - ``leaky-shrink`` (differential): a smaller size makes no new part but deletes none either:
   a tank shrunk by a change keeps parts a tank made at that size never had.
+
+``pace`` (no bug: a keeper that paces its work, as cass-operator does between a node's
+start and the next step) makes ``<tank>-ready`` only once the tank is ``pace`` seconds old:
+longer than a trial's quiet spell, so a tank made by changes, older, has it when one made
+directly, quiet meanwhile, has not yet.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import threading
 from typing import Any
 
@@ -27,8 +33,9 @@ GROUP, VERSION, PLURAL = "planted.example.com", "v1", "tanks"
 BUGS = ("stale-image", "zero-size", "leaky-shrink")
 
 
-def keeper(bug: str = "") -> Any:
-    """The operator (``run_operator(keeper("stale-image"))``; no bug: the fixed twin)."""
+def keeper(bug: str = "", pace: float = 0.0) -> Any:
+    """The operator (``run_operator(keeper("stale-image"))``; no bug: the fixed twin;
+    ``pace``: seconds before a tank's ready record is made)."""
     if bug and bug not in BUGS:
         raise ValueError(f"no such bug {bug!r}: {', '.join(BUGS)}")
 
@@ -38,7 +45,7 @@ def keeper(bug: str = "") -> Any:
         while not stop.wait(POLL_SECONDS):
             for tank in custom.list_cluster_custom_object(GROUP, VERSION, PLURAL)["items"]:
                 try:
-                    reconcile(core, tank, bug)
+                    reconcile(core, tank, bug, pace)
                 except kubernetes.client.ApiException as error:  # retried on the next pass
                     print(f"tank {tank['metadata']['name']}: {error.status} {error.reason}")
 
@@ -50,7 +57,12 @@ def _owner(tank: dict[str, Any]) -> dict[str, Any]:
             "name": tank["metadata"]["name"], "uid": tank["metadata"]["uid"]}
 
 
-def reconcile(core: Any, tank: dict[str, Any], bug: str) -> None:
+def _age(tank: dict[str, Any]) -> float:
+    made = tank["metadata"]["creationTimestamp"].replace("Z", "+00:00")
+    return (dt.datetime.now(dt.UTC) - dt.datetime.fromisoformat(made)).total_seconds()
+
+
+def reconcile(core: Any, tank: dict[str, Any], bug: str, pace: float = 0.0) -> None:
     name, namespace = tank["metadata"]["name"], tank["metadata"]["namespace"]
     spec = tank["spec"]
     size = int(spec["size"])
@@ -78,3 +90,7 @@ def reconcile(core: Any, tank: dict[str, Any], bug: str) -> None:
         for part in sorted(have):
             if part.startswith(f"{name}-part-") and part not in wanted:
                 core.delete_namespaced_config_map(part, namespace)
+    if pace and f"{name}-ready" not in have and _age(tank) >= pace:
+        core.create_namespaced_config_map(namespace, {"metadata": {
+            "name": f"{name}-ready", "labels": {"tank": name, "role": "ready"},
+            "ownerReferences": [_owner(tank)]}})

@@ -23,7 +23,8 @@ from envtest.api.explore.operations.search import (
     replay,
     search,
 )
-from envtest.api.explore.operations.trial import TrialResult
+from envtest.api.explore.operations.trial import TrialResult, _without_counters
+from envtest.api.explore.oracles.differences import compare_end_states
 from envtest.api.explore.oracles.endstate import EndState
 from envtest.api.explore.points import parse_point
 from envtest.api.operations.changes import Change, Edit
@@ -126,6 +127,14 @@ def test_skipped_fields_are_never_changed() -> None:
                          for edit in change.edits)
 
 
+def test_only_the_fields_named_are_changed() -> None:
+    calls: list[list[Change]] = []
+    search(trial_failing_when(lambda c: False, calls), CRD, START, examples=30, most_trials=30,
+           only=("spec.mode",))
+    assert calls and all(edit.path == ("mode",) for changes in calls for change in changes
+                         for edit in change.edits)
+
+
 def test_a_replay_runs_exactly_the_sequence_its_rule_names() -> None:
     changes = changes_from_json('[{"spec":{"size":0}},{"spec":{"image":null,"mode":"safe"}}]')
     assert changes == [Change((Edit(("size",), 0),)),
@@ -183,3 +192,19 @@ def test_consistency_finds_a_value_kept_where_the_change_should_have_moved_it() 
     assert found == [] and warned == ["change 1: spec.size moved nothing the operators made "
                                       "and they wrote nothing (no effect seen)"]
     assert spots(before, True, "x") == [] and spots(before, 1, "x") == []  # not traceable
+
+
+def test_a_field_left_empty_reads_as_absent_and_path_counters_go() -> None:
+    """cass-operator writes its resource back with every struct field it has
+    (``additionalSeedService: {}``): by changes it wrote before a change removed the field,
+    directly after; a zero, an empty string or False still count."""
+    def state(spec: dict[str, Any]) -> EndState:
+        return _without_counters(EndState({"dcs <resource>": [
+            {"spec": spec, "status": {"observedGeneration": len(spec)}}]}, {}, []))
+
+    written_back = state({"service": {"seed": {}, "labels": {"a": "b"}}, "tolerations": [],
+                          "note": None, "size": 1})
+    removed = state({"service": {"labels": {"a": "b"}}, "size": 1})
+    assert compare_end_states(written_back, removed, {}) == []
+    for kept in ({"size": 0}, {"name": ""}, {"paused": False}):
+        assert compare_end_states(state({**kept}), state({}), {}), kept
