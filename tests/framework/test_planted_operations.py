@@ -66,11 +66,12 @@ def test_the_fixed_tank_keeper_gives_no_finding(planted: Any, tmp_path: Path,  #
     assert outcome["refused"] < outcome["trials"], outcome
 
 
-def test_a_keeper_that_paces_its_work_is_compared_at_the_same_age(
+def test_a_keeper_that_paces_its_work_is_judged_at_the_same_age_and_again_at_the_end(
         planted: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
-    """The fixed keeper makes a tank's ready record 3 s after the tank: a tank made by
-    changes, older, has it when one made directly has not yet, quiet meanwhile.  Compared at
-    the same age, no differential."""
+    """The fixed keeper makes a tank's ready record 3 s after the tank, and follows a changed
+    image 3 s after the change: a tank made by changes, older, has its record when one made
+    directly has not yet, and a change looks settled before its config moved.  Compared at
+    the same age, and each change judged again on what the tank came to: no finding."""
     monkeypatch.delenv("TANK_BUG", raising=False)
     monkeypatch.setenv("TANK_PACE", "3")
     result, output, summary = explore(planted, tmp_path, "paced",

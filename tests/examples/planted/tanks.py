@@ -15,15 +15,18 @@ each a mistake real operators make (Acto's list has each kind):
   a tank shrunk by a change keeps parts a tank made at that size never had.
 
 ``pace`` (no bug: a keeper that paces its work, as cass-operator does between a node's
-start and the next step) makes ``<tank>-ready`` only once the tank is ``pace`` seconds old:
-longer than a trial's quiet spell, so a tank made by changes, older, has it when one made
-directly, quiet meanwhile, has not yet.
+start and the next step, and in its "quiet period" after a status write) makes
+``<tank>-ready`` only once the tank is ``pace`` seconds old, and updates a config only
+``pace`` seconds after the spec changed: longer than a trial's quiet spell, so a tank made
+by changes, older, has its ready record when one made directly, quiet meanwhile, has not
+yet, and a changed image reaches the config after the change looked settled.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import threading
+import time
 from typing import Any
 
 import kubernetes
@@ -40,12 +43,17 @@ def keeper(bug: str = "", pace: float = 0.0) -> Any:
         raise ValueError(f"no such bug {bug!r}: {', '.join(BUGS)}")
 
     def run(api_client: kubernetes.client.ApiClient, stop: threading.Event) -> None:
+        seen: dict[tuple[str, str, int], float] = {}  # a tank's generation: first seen at
         core = kubernetes.client.CoreV1Api(api_client)
         custom = kubernetes.client.CustomObjectsApi(api_client)
         while not stop.wait(POLL_SECONDS):
             for tank in custom.list_cluster_custom_object(GROUP, VERSION, PLURAL)["items"]:
                 try:
-                    reconcile(core, tank, bug, pace)
+                    metadata = tank["metadata"]
+                    first = seen.setdefault((metadata["namespace"], metadata["name"],
+                                             int(metadata.get("generation", 1))),
+                                            time.monotonic())
+                    reconcile(core, tank, bug, pace, time.monotonic() - first)
                 except kubernetes.client.ApiException as error:  # retried on the next pass
                     print(f"tank {tank['metadata']['name']}: {error.status} {error.reason}")
 
@@ -62,7 +70,8 @@ def _age(tank: dict[str, Any]) -> float:
     return (dt.datetime.now(dt.UTC) - dt.datetime.fromisoformat(made)).total_seconds()
 
 
-def reconcile(core: Any, tank: dict[str, Any], bug: str, pace: float = 0.0) -> None:
+def reconcile(core: Any, tank: dict[str, Any], bug: str, pace: float = 0.0,
+              since_change: float = 0.0) -> None:
     name, namespace = tank["metadata"]["name"], tank["metadata"]["namespace"]
     spec = tank["spec"]
     size = int(spec["size"])
@@ -73,7 +82,7 @@ def reconcile(core: Any, tank: dict[str, Any], bug: str, pace: float = 0.0) -> N
               "data": {"image": spec.get("image", ""), "mode": spec.get("mode", "")}}
     if config["metadata"]["name"] not in have:
         core.create_namespaced_config_map(namespace, config)
-    elif bug != "stale-image":
+    elif bug != "stale-image" and since_change >= pace:
         current = core.read_namespaced_config_map(config["metadata"]["name"], namespace)
         if current.data != config["data"]:
             core.patch_namespaced_config_map(config["metadata"]["name"], namespace,

@@ -171,6 +171,13 @@ def test_a_shared_trial_judges_its_resources_family_under_one_name() -> None:
     assert set(mine.objects) == {"configmaps <resource>-config", "pods web-x"}
     assert mine.objects["configmaps <resource>-config"] == [{"data": {"owner": "<resource>"}}]
     assert family(state, Place("ns", "t")) is state  # a namespace of its own: all of it
+    # the test's own object, given to the trial's resource since: still the test's
+    taken = _state({"services cluster1-seed": [{"metadata": {"ownerReferences": [
+        {"name": "t-c3"}]}}]})
+    assert family(taken, Place("ns", "t-c3", shared=True),
+                  before={"services cluster1-seed"}).objects == {}
+    assert set(family(taken, Place("ns", "t-c3", shared=True)).objects) == \
+        {"services cluster1-seed"}
     assert rename_noise({"services t-head": ["spec.clusterIP"]}, "t") == \
         {"services <resource>-head": ["spec.clusterIP"]}
 
