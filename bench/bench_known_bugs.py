@@ -20,6 +20,11 @@ it with the kind of the bug's pattern, on both releases, with exploration's own 
 - the false-positive rate: findings judged false, and findings nobody read, over all
   findings.
 
+Acto (SOSP 2023) lists bugs found from the other side, by changing what the user asks for:
+those whose effect shows in Kubernetes objects are explored the same way with ``operations``
+(pattern ``operation``), the point's finding text naming the bug (``finding``), the time to
+the first failing sequence recorded with it.
+
 Writes ``bench/results/known-bugs.json``.  Not in ``make test``: it builds operators from
 their sources (a few minutes each, once) and explores for about an hour.
 
@@ -94,6 +99,14 @@ class KnownBug:
     kinds: str
     #: A regular expression a finding's label matches when it is this bug's own point.
     signature: str
+    #: And one its finding's text matches (an operations point is one per resource: what
+    #: it found says which bug it is).
+    finding: str = ""
+
+    def own(self, finding: dict[str, Any]) -> bool:
+        """Whether ``finding`` is this bug's own point, reporting this bug."""
+        return bool(re.search(self.signature, finding["label"])) and (
+            not self.finding or bool(re.search(self.finding, finding.get("what", ""))))
 
 
 BUGS = (
@@ -160,6 +173,14 @@ BUGS = (
              "status.lastServerNodeStarted); no release up to v1.14.0 changes it (no fixed "
              "twin); Sieve lists it as pending", "v1.11.0", None, "test_recreate", "crashes",
              r"^crash after the 2nd patch of pods cluster1-cassandra-datacenter-default-sts-0$"),
+    KnownBug(CASSANDRA, "k8ssandra/cass-operator#330", "operation",
+             "Acto's: a label or annotation removed from additionalServiceConfig stays on the "
+             "Service (the update merged the Service's labels and annotations with the ones "
+             "wanted); fixed in v1.12.0 (and v1.10.5): the wanted ones replace them",
+             "v1.11.0", "v1.12.0", "test_service_config", "operations",
+             r"^spec changes of cassandradatacenters\.cassandra\.datastax\.com ",
+             r"differential: .*services cluster1-<resource>-[\w-]+: "
+             r"metadata\.(labels|annotations)"),
 )
 
 
@@ -198,7 +219,10 @@ def explore(bug: KnownBug, version: str, limit: int, workers: int) -> dict[str, 
                           "spec": o["point"]["spec"],
                           "what": (o.get("error") or "; ".join(o.get("findings") or [])
                                    or o.get("reason") or "")[:400],
-                          "report": reports.get(o["point"]["spec"], "")}
+                          "report": reports.get(o["point"]["spec"], ""),
+                          **({"sequence": o.get("sequence", ""), "trials": o.get("trials"),
+                              "first_failure_after_s": o.get("first_failure_after")}
+                             if o.get("sequence") else {})}
                          for o in outcomes if o["verdict"] in FINDINGS]}
 
 
@@ -226,7 +250,7 @@ def judged(bug: KnownBug, run: dict[str, Any], reviews: dict[str, Any]) -> list[
     for finding in run["findings"]:
         key = f"{bug.issue} {run['version']} {finding['label']}"
         review = reviews.get(key) or {}
-        own = run["version"] == bug.buggy and re.search(bug.signature, finding["label"])
+        own = run["version"] == bug.buggy and bug.own(finding)
         verdict = review.get("verdict") or ("true: the known bug's own point" if own
                                             and finding["verdict"] == "bug"
                                             else "unreviewed")
@@ -238,8 +262,8 @@ def judged(bug: KnownBug, run: dict[str, Any], reviews: dict[str, Any]) -> list[
 def entry(bug: KnownBug, buggy: dict[str, Any], fixed: dict[str, Any] | None,
           reviews: dict[str, Any]) -> dict[str, Any]:
     findings = judged(bug, buggy, reviews) + (judged(bug, fixed, reviews) if fixed else [])
-    found = any(f["version"] == bug.buggy and f["verdict"] == "bug"
-                and re.search(bug.signature, f["label"]) for f in findings)
+    found = any(f["version"] == bug.buggy and f["verdict"] == "bug" and bug.own(f)
+                for f in findings)
     fixed_findings = [f for f in findings if fixed and f["version"] == bug.fixed]
     return {
         "operator": bug.operator.module, "bug": bug.issue, "pattern": bug.pattern,

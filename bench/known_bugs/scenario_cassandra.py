@@ -160,3 +160,35 @@ def test_recreate(run_operator: Any, k8s: Any, namespace: str, volumes: str,
     eventually(lambda: pod_running(k8s, namespace, POD), timeout=90)
     eventually(lambda: claim(k8s, namespace).status.phase == "Bound", timeout=60)
     eventually(lambda: ready(k8s, namespace), timeout=90)
+
+
+#: Labels and annotations of the datacenter's own Service, through additionalServiceConfig
+#: (Acto's workload for cass-operator#330).
+SERVICE_CONFIG = {"dcService": {"additionalLabels": {"team": "storage"},
+                                "additionalAnnotations": {"owner": "data"}}}
+
+
+def service_labels(k8s: Any, namespace: str) -> dict[str, str]:
+    try:
+        service = k8s.core.read_namespaced_service(f"cluster1-{NAME}-service", namespace)
+    except ApiException:
+        return {}
+    return dict(service.metadata.labels or {})
+
+
+@pytest.mark.envtest_explore("operations", fields=["spec.additionalServiceConfig.*"])
+def test_service_config(run_operator: Any, k8s: Any, namespace: str, volumes: str,
+                        services: Any, kubelet: Any, tmp_path: Path) -> None:
+    """Acto's operations on the Services' configuration (cass-operator#330): a datacenter
+    whose own Service carries a label and an annotation of the user's, operations then
+    change its additionalServiceConfig.  The datacenter is stopped (no Cassandra node runs):
+    the trials' datacenters share the test's namespace and its cluster name, and the nodes
+    of one cluster are started one at a time across its datacenters (a trial's direct
+    datacenter waited on the changed one's node); stopped, each keeps its own Services."""
+    start(run_operator, k8s, namespace, services, kubelet, tmp_path)
+    body = datacenter(volumes)
+    body["spec"].update({"additionalServiceConfig": SERVICE_CONFIG, "stopped": True})
+    k8s.custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, body)
+    eventually(lambda: service_labels(k8s, namespace).get("team") == "storage", timeout=60)
+    eventually(lambda: k8s.apps.read_namespaced_stateful_set(
+        f"cluster1-{NAME}-default-sts", namespace).spec.replicas == 0, timeout=60)
