@@ -158,7 +158,8 @@ def test_the_readme_gives_the_known_bugs_the_bench_found() -> None:
         run = bug["buggy_run"]
         if bug["found"]:
             assert f"#{number} ({bug['pattern']}" in readme, number
-            assert f"{run['points']} points in {run['minutes']} min" in readme, number
+            points = "1 point" if run["points"] == 1 else f"{run['points']} points"
+            assert f"{points} in {run['minutes']} min" in readme, number
         else:
             assert f"Not found: #{number} ({bug['pattern']}" in readme, number
     rate = results["false_positive_rate"]

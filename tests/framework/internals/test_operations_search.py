@@ -16,6 +16,7 @@ import yaml
 
 from envtest import ConfigurationError
 from envtest.api.explore.operations.consistency import consistency, spots
+from envtest.api.explore.operations.outcome import TrialResult, _without_counters
 from envtest.api.explore.operations.placement import Place, family, rename_noise
 from envtest.api.explore.operations.search import (
     UNSERVED,
@@ -23,7 +24,6 @@ from envtest.api.explore.operations.search import (
     replay,
     search,
 )
-from envtest.api.explore.operations.trial import TrialResult, _without_counters
 from envtest.api.explore.oracles.differences import compare_end_states
 from envtest.api.explore.oracles.endstate import EndState
 from envtest.api.explore.points import parse_point
