@@ -91,6 +91,31 @@ def test_failed_requests_are_counted_with_their_code(api_calls: ApiCalls, envtes
     assert api_calls.count(user="pytest-envtest:nobody", succeeded=True) == 0
 
 
+def test_a_refusal_says_its_causes_a_terminating_namespace_apart_from_rbac(
+        api_calls: ApiCalls, envtest: Cluster, k8s: Clients, namespace: str) -> None:
+    """A create in a namespace being deleted is refused 403 whatever the role: exploration's
+    forbidden oracle tells it apart from RBAC's 403 by the cause the audit log gives."""
+    doomed = namespace_name("doomed")
+    k8s.core.create_namespace({"metadata": {"name": doomed}})
+    k8s.core.delete_namespace(doomed)
+    with pytest.raises(ApiException) as refused:
+        k8s.core.create_namespaced_config_map(doomed, config_map("late"))
+    assert refused.value.status == 403
+    nobody = envtest.add_user("pytest-envtest:nobody-else").api_client()
+    try:
+        with pytest.raises(ApiException):
+            kubernetes.client.CoreV1Api(nobody).create_namespaced_config_map(
+                namespace, config_map("x"))
+    finally:
+        nobody.close()
+    (late,) = eventually(lambda: api_calls.calls(user=ADMIN, namespace=doomed,
+                                                 verb="create", resource="configmaps"),
+                         timeout=10)
+    assert late.code == 403 and late.causes == ("NamespaceTerminating",)
+    (denied,) = api_calls.calls(user="pytest-envtest:nobody-else")
+    assert denied.code == 403 and denied.causes == ()
+
+
 def test_time_window_by_mark_and_by_time(api_calls: ApiCalls, k8s: Clients,
                                          namespace: str) -> None:
     k8s.core.create_namespaced_config_map(namespace, config_map("setup"))
