@@ -54,32 +54,30 @@ def test_a_planted_operation_bug_is_found_shrunk_and_replayed(
     assert rerun_summary["tests"][0]["outcomes"][0]["trials"] == 2, rerun_output  # replayed
 
 
+@pytest.mark.parametrize("keeper", [
+    pytest.param({}, id="fixed"),
+    # Makes a tank's ready record 3 s after the tank, and follows a changed image 3 s after
+    # the change: a tank made by changes, older, has its record when one made directly has
+    # not yet, and a change looks settled before its config moved.  Compared at the same
+    # age, and each change judged again on what the tank came to: no finding.
+    pytest.param({"TANK_PACE": "3"}, id="paced"),
+    # Sends its configs back unchanged every 0.1 s: writes that store nothing, which a
+    # settle counting them never sees end ("never settled ... kept writing").
+    pytest.param({"TANK_RESYNC": "1"}, id="resyncing"),
+])
 def test_the_fixed_tank_keeper_gives_no_finding(planted: Any, tmp_path: Path,  # noqa: F811
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+                                                monkeypatch: pytest.MonkeyPatch,
+                                                keeper: dict[str, str]) -> None:
     monkeypatch.delenv("TANK_BUG", raising=False)
-    result, output, summary = explore(planted, tmp_path, "fixed",
+    for name, value in keeper.items():
+        monkeypatch.setenv(name, value)
+    result, output, summary = explore(planted, tmp_path, "-".join(keeper) or "fixed",
                                       "--envtest-explore=operations", "scenario_tanks.py")
     result.assert_outcomes(passed=1)
     assert findings(summary) == [], output
     (outcome,) = summary["tests"][0]["outcomes"]
     assert outcome["verdict"] == "passed" and outcome["trials"] >= 8, outcome
     assert outcome["refused"] < outcome["trials"], outcome
-
-
-def test_a_keeper_that_paces_its_work_is_judged_at_the_same_age_and_again_at_the_end(
-        planted: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
-    """The fixed keeper makes a tank's ready record 3 s after the tank, and follows a changed
-    image 3 s after the change: a tank made by changes, older, has its record when one made
-    directly has not yet, and a change looks settled before its config moved.  Compared at
-    the same age, and each change judged again on what the tank came to: no finding."""
-    monkeypatch.delenv("TANK_BUG", raising=False)
-    monkeypatch.setenv("TANK_PACE", "3")
-    result, output, summary = explore(planted, tmp_path, "paced",
-                                      "--envtest-explore=operations", "scenario_tanks.py")
-    result.assert_outcomes(passed=1)
-    assert findings(summary) == [], output
-    (outcome,) = summary["tests"][0]["outcomes"]
-    assert outcome["verdict"] == "passed" and outcome["trials"] >= 8, outcome
 
 
 FIELDS_ONLY = """

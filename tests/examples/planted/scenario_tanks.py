@@ -11,11 +11,12 @@ from envtest import eventually
 
 BUG = os.environ.get("TANK_BUG", "")
 PACE = float(os.environ.get("TANK_PACE", "0"))
+RESYNC = bool(os.environ.get("TANK_RESYNC"))
 pytestmark = pytest.mark.envtest_crds(str(Path(__file__).parent / "tanks" / "crd.yaml"))
 
 
 def test_a_tank_gets_its_parts_and_config(run_operator, k8s, namespace):
-    run_operator(tanks.keeper(BUG, PACE), name="tanks")
+    run_operator(tanks.keeper(BUG, PACE, RESYNC), name="tanks")
     k8s.custom.create_namespaced_custom_object(
         tanks.GROUP, tanks.VERSION, namespace, tanks.PLURAL,
         {"apiVersion": f"{tanks.GROUP}/{tanks.VERSION}", "kind": "Tank",

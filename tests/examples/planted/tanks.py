@@ -20,6 +20,10 @@ start and the next step, and in its "quiet period" after a status write) makes
 ``pace`` seconds after the spec changed: longer than a trial's quiet spell, so a tank made
 by changes, older, has its ready record when one made directly, quiet meanwhile, has not
 yet, and a changed image reaches the config after the change looked settled.
+
+``resync`` (no bug) sends each tank's config back as read on every pass: an update that
+stores nothing, as controllers do that update what they own on every reconcile (ZooKeeper's
+operator sends its three Services again on each retry of a reconcile that fails further on).
 """
 
 from __future__ import annotations
@@ -36,9 +40,10 @@ GROUP, VERSION, PLURAL = "planted.example.com", "v1", "tanks"
 BUGS = ("stale-image", "zero-size", "leaky-shrink")
 
 
-def keeper(bug: str = "", pace: float = 0.0) -> Any:
+def keeper(bug: str = "", pace: float = 0.0, resync: bool = False) -> Any:
     """The operator (``run_operator(keeper("stale-image"))``; no bug: the fixed twin;
-    ``pace``: seconds before a tank's ready record is made)."""
+    ``pace``: seconds before a tank's ready record is made; ``resync``: each pass sends the
+    configs back unchanged)."""
     if bug and bug not in BUGS:
         raise ValueError(f"no such bug {bug!r}: {', '.join(BUGS)}")
 
@@ -53,7 +58,7 @@ def keeper(bug: str = "", pace: float = 0.0) -> Any:
                     first = seen.setdefault((metadata["namespace"], metadata["name"],
                                              int(metadata.get("generation", 1))),
                                             time.monotonic())
-                    reconcile(core, tank, bug, pace, time.monotonic() - first)
+                    reconcile(core, tank, bug, pace, time.monotonic() - first, resync)
                 except kubernetes.client.ApiException as error:  # retried on the next pass
                     print(f"tank {tank['metadata']['name']}: {error.status} {error.reason}")
 
@@ -71,7 +76,7 @@ def _age(tank: dict[str, Any]) -> float:
 
 
 def reconcile(core: Any, tank: dict[str, Any], bug: str, pace: float = 0.0,
-              since_change: float = 0.0) -> None:
+              since_change: float = 0.0, resync: bool = False) -> None:
     name, namespace = tank["metadata"]["name"], tank["metadata"]["namespace"]
     spec = tank["spec"]
     size = int(spec["size"])
@@ -87,6 +92,9 @@ def reconcile(core: Any, tank: dict[str, Any], bug: str, pace: float = 0.0,
         if current.data != config["data"]:
             core.patch_namespaced_config_map(config["metadata"]["name"], namespace,
                                              {"data": config["data"]})
+        elif resync:  # sent back as read: stores nothing
+            core.replace_namespaced_config_map(config["metadata"]["name"], namespace,
+                                               current)
     wanted = [f"{name}-part-{i}" for i in range(size)]
     if bug == "zero-size" and size == 0:
         wanted = [f"{name}-part-"]  # "the last part" of none: a name the apiserver refuses

@@ -79,6 +79,10 @@ def test_a_go_clients_protobuf_create_is_named_too() -> None:
     # its answer's resourceVersion (ObjectMeta field 6) is the write's receipt
     answered = b"k8s\x00" + _delimited(2, _delimited(1, meta + _delimited(6, b"4711")))
     assert (answered_version(answered), answered_version(body)) == ("4711", None)
+    # JSON as Go writes it, and as Python's json writes it (the official client: an update's
+    # body, whose version says whether the write stored anything)
+    assert answered_version(b'{"metadata":{"resourceVersion":"12"}}') == "12"
+    assert answered_version(b'{"metadata": {"name": "x", "resourceVersion": "13"}}') == "13"
     # a delete's answer names the object it deleted by its uid (ObjectMeta field 5)
     deleted = b"k8s\x00" + _delimited(2, _delimited(1, meta + _delimited(5, b"u-1")))
     assert (answered_uid(deleted), answered_uid(body)) == ("u-1", None)
