@@ -100,6 +100,30 @@ def test_where_a_run_placed_its_pods_is_learnt_and_judged_no_more() -> None:
         "changed: configmaps head: data.url: 'http://<ip>:8265' -> 'http://<ip>:9999'"]
 
 
+def _service(cluster_ip: str, node_port: int, type_: str = "NodePort") -> tuple[str, dict]:
+    return ("services admin", {"metadata": {"name": "admin", "namespace": "ns-1"},
+                               "spec": {"type": type_, "clusterIP": cluster_ip,
+                                        "clusterIPs": [cluster_ip],
+                                        "ports": [{"name": "http", "port": 8080,
+                                                   "nodePort": node_port}]}})
+
+
+def test_what_the_apiserver_draws_for_a_service_is_not_judged() -> None:
+    """A Service made external in one run and created so in another draws another nodePort
+    and cluster IP (before: 'changed: services admin: spec.ports[...].nodePort: 32151 ->
+    31029', a false alarm on ZooKeeper's operator); its type, its port, a headless
+    Service's ``None`` are still the operator's."""
+    first = end_state([_service("10.0.0.12", 32151)], ["ns-1"])
+    other = end_state([_service("10.0.0.99", 31029)], ["ns-2"])
+    assert compare_end_states(first, other, {}) == []
+    [service] = first.objects["services admin"]
+    assert service["spec"]["ports"][0]["nodePort"] == "<allocated>"
+    assert compare_end_states(first, end_state([_service("10.0.0.12", 0, "ClusterIP")],
+                                               ["ns-3"]), {})  # no node port: differs
+    headless = end_state([_service("None", 0, "ClusterIP")], ["ns-4"])
+    assert headless.objects["services admin"][0]["spec"]["clusterIP"] == "None"
+
+
 def _claim(namespace: str, volume: str) -> tuple[str, dict]:
     return ("persistentvolumeclaims data-0", {
         "metadata": {"name": "data-0", "namespace": namespace},

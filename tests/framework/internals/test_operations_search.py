@@ -215,3 +215,15 @@ def test_a_field_left_empty_reads_as_absent_and_path_counters_go() -> None:
     assert compare_end_states(written_back, removed, {}) == []
     for kept in ({"size": 0}, {"name": ""}, {"paused": False}):
         assert compare_end_states(state({**kept}), state({}), {}), kept
+    # in the resource's own spec a zero is absent (omitempty when written back), in what the
+    # operator makes it is the operator's answer
+    def both(spec: dict[str, Any]) -> EndState:
+        return _without_counters(EndState({
+            "dcs <resource>": [{"spec": spec}],
+            "services <resource>-svc": [{"spec": spec}]}, {}, []), "dcs")
+    for zero in ({"size": 0}, {"name": ""}, {"admin": {"external": False}}):
+        assert [d.split(":")[0] for d in compare_end_states(both(zero), both({}), {})] == [
+            "changed"], zero
+        assert "services <resource>-svc" in compare_end_states(both(zero), both({}), {})[0]
+    assert " ".join(compare_end_states(both({"size": 1}), both({}), {})).count(
+        "<resource>") == 2  # a size that is not zero: both differ
