@@ -36,3 +36,13 @@ def test_anything_else_is_told_by_its_last_line() -> None:
     assert crash_line("   ") == "crashed"
     assert crash_line("fatal error: concurrent map writes\n") == \
         "fatal error: concurrent map writes"
+
+
+def test_a_stack_logged_below_an_error_is_not_the_line() -> None:
+    """A manager that gave up (zap logs the error, then its stack): before, the line was
+    ``/usr/local/go/src/runtime/proc.go:290``."""
+    exited = ("exit code 1; last lines of log:\n"
+              "1.79e+09\tERROR\tsetup\tproblem running manager\t{\"error\": \"failed to "
+              "wait for rediscluster caches to sync\"}\nmain.main\n\t/src/main.go:116\n"
+              "runtime.main\n\t/usr/local/go/src/runtime/proc.go:290\n")
+    assert crash_line(exited).startswith("1.79e+09\tERROR\tsetup\tproblem running manager")

@@ -101,6 +101,32 @@ def test_a_crash_ends_the_search_where_it_was() -> None:
 
     found = search(crashing, CRD, START, examples=20, most_trials=30)
     assert len(calls) == 1 and found.failing is not None and found.trials == 1
+    revived: list[int] = []
+
+    def dies_again() -> bool:
+        revived.append(len(calls))
+        return False
+
+    calls.clear()
+    found = search(crashing, CRD, START, examples=20, most_trials=30, revive=dies_again)
+    assert len(calls) == 1 and revived == [1] and found.trials == 1
+
+
+def test_a_crash_is_shrunk_once_the_operator_is_started_again() -> None:
+    """Before, the search ended at the first crash: Redis's operator, dead of a
+    ``redisSecret`` without its key, was reported with the three changes of the first
+    sequence drawn; started again after each crash, the shrink goes on to the one edit."""
+    def crashing(changes: list[Change]) -> TrialResult:
+        result = TrialResult(list(changes))
+        if _final(changes).get("mode") == "safe":
+            result.findings.append("an operator crashed after change 1: boom")
+        return result
+
+    revived: list[int] = []
+    found = search(crashing, CRD, START, examples=50, most_trials=200,
+                   revive=lambda: revived.append(1) is None)
+    assert found.failing is not None and len(revived) >= 2
+    assert found.failing.changes == [Change((Edit(("mode",), "safe"),))]
 
 
 def test_a_refused_sequence_is_no_example_and_an_unserved_one_ends_the_search() -> None:
