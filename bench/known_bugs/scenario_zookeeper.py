@@ -1,7 +1,9 @@
 """Sieve's workloads for ZooKeeper's operator (pravega/zookeeper-operator), as tests.
 
 Run by ``bench/bench_known_bugs.py`` with ``ZK_SOURCE`` (the operator's module source, for
-its CRD) and ``ZK_BINARY`` (its ``cmd/manager`` built from it); named so that no test run of
+its CRD) and ``ZK_BINARY`` (its ``cmd/manager`` built from it; from v0.2.14 on, the
+operator's manager started by a main of the bench's, ``zookeeper_main.go``, without the
+leader lock only a Pod can take); named so that no test run of
 the repository collects it.  The cluster profile runs the Pods (the StatefulSet controller,
 the scheduler, the simulated Nodes); the PersistentVolume binder and the claims' protection
 bind each claim to a volume made here.  The operator's CRD is ``apiextensions.k8s.io/
@@ -39,7 +41,11 @@ NAME = "zookeeper-cluster"
 
 
 def crd_v1() -> dict[str, Any]:
-    """The operator's v1beta1 CRD as v1: its names and status subresource, an open schema."""
+    """The operator's CRD: from v0.2.14 on its own v1 CRD with its schema; before, its
+    v1beta1 CRD as v1: its names and status subresource, an open schema."""
+    generated = SOURCE / "config/crd/bases/zookeeper.pravega.io_zookeeperclusters.yaml"
+    if generated.exists():
+        return next(d for d in yaml.safe_load_all(generated.read_text()) if d)
     old = yaml.safe_load((SOURCE / "deploy/crds/zookeeper.pravega.io_zookeeperclusters_crd"
                           ".yaml").read_text())
     spec = old["spec"]
@@ -165,3 +171,33 @@ def test_scaledown_scaleup(run_operator: Any, apply: Any, k8s: Any, namespace: s
     eventually(lambda: pod_running(k8s, namespace, f"{NAME}-1"), timeout=90)
     assert sts_replicas(k8s, namespace) == 2
 
+
+
+#: The client Service's annotations, through spec.clientService (Acto's workload for
+#: zookeeper-operator#474).
+CLIENT_SERVICE = {"annotations": {"owner": "data"}}
+
+
+def client_annotations(k8s: Any, namespace: str) -> dict[str, str]:
+    try:
+        service = k8s.core.read_namespaced_service(f"{NAME}-client", namespace)
+    except Exception:
+        return {}
+    return dict(service.metadata.annotations or {})
+
+
+@pytest.mark.envtest_explore("operations", fields=["spec.clientService.*",
+                                                   "spec.headlessService.*",
+                                                   "spec.adminServerService.*"])
+def test_service_annotations(run_operator: Any, apply: Any, k8s: Any, namespace: str,
+                             services: Any) -> None:
+    """Acto's operations on the Services' annotations (zookeeper-operator#474): a cluster
+    whose client Service carries an annotation of the user's, operations then change the
+    annotations of its three Services.  Its storage is ephemeral (no claims: the trials'
+    clusters would each want volumes)."""
+    start(run_operator, namespace, services)
+    body = cluster("")
+    body["spec"] = {"replicas": 1, "storageType": "ephemeral",
+                    "clientService": CLIENT_SERVICE}
+    apply(body)
+    eventually(lambda: client_annotations(k8s, namespace).get("owner") == "data", timeout=60)

@@ -11,10 +11,12 @@ committed of the operator's: its code stays in the cache.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
 import subprocess
+import tarfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +24,8 @@ from pathlib import Path
 #: Go may be installed without being on PATH in non-login shells (as in the Makefile).
 GO_PATHS = ("/usr/local/go/bin",)
 BUILD_TIMEOUT = 1800.0
+#: Where a main package of ours is put in an operator's source (``build(main=...)``).
+OUR_MAIN = "envtest_main"
 
 
 class BuildUnavailable(RuntimeError):
@@ -50,15 +54,24 @@ def _environment() -> dict[str, str]:
 
 
 def build(module: str, version: str, package: str = ".",
-          replaces: tuple[tuple[str, str], ...] = ()) -> Built:
+          replaces: tuple[tuple[str, str], ...] = (), main: Path | None = None) -> Built:
     """The operator ``module@version`` built (or found built): its main ``package``;
     ``replaces`` are ``(module, module@version)`` pairs for its go.mod, for dependencies the
     module proxy no longer serves under their old names (a vanity domain gone: vbom.ml/util
-    is github.com/fvbommel/util); the operator's own code is unchanged.
+    is github.com/fvbommel/util); the operator's own code is unchanged.  ``main``: a main
+    package of ours (a Go file) built in the operator's module instead of its own, where its
+    own needs what only a Pod has (an in-cluster namespace file, its own Pod object for a
+    leader lock); the operator's packages it starts are unchanged.
     :class:`BuildUnavailable` says why not."""
     folder = cache_root() / f"{module}@{version}"
-    binary = folder / "operator"
+    binary = folder / (f"operator-{main.stem}" if main else "operator")
     source = folder / "source"
+    if main:
+        package = f"./{OUR_MAIN}"
+        if binary.exists() and source.exists():
+            return Built(module, version, source, binary)
+        if source.exists():  # built before with its own main: add ours beside it
+            return _compile(module, version, source, binary, package, main, time.monotonic())
     if binary.exists() and source.exists():
         return Built(module, version, source, binary)
     env = _environment()
@@ -86,6 +99,43 @@ def build(module: str, version: str, package: str = ".",
     for old, new in replaces:
         subprocess.run(["go", "mod", "edit", f"-replace={old}={new}"], cwd=source, env=env,
                        check=True, capture_output=True, timeout=60)
+    return _compile(module, version, source, binary, package, main, started)
+
+
+def build_from_git(repository: Path, module: str, version: str, package: str = ".",
+                   main: Path | None = None) -> Built:
+    """The operator built from the tag ``version`` of a git clone (``repository``: its git
+    directory), for a module the proxy cannot serve (its go.mod names its module other
+    than its repository: ``module redis-operator``); cached as :func:`build` caches, its
+    dependencies from the module proxy.  :class:`BuildUnavailable` says why not."""
+    folder = cache_root() / f"{module}@{version}"
+    binary = folder / (f"operator-{main.stem}" if main else "operator")
+    source = folder / "source"
+    if binary.exists() and source.exists():
+        return Built(module, version, source, binary)
+    if shutil.which("go", path=_environment()["PATH"]) is None:
+        raise BuildUnavailable("no Go toolchain on PATH (or in /usr/local/go/bin)")
+    started = time.monotonic()
+    archive = subprocess.run(["git", f"--git-dir={repository}", "archive", version],
+                             capture_output=True, timeout=300, check=False)
+    if archive.returncode != 0:
+        raise BuildUnavailable(f"{repository} gave no {version} of {module}: "
+                               f"{archive.stderr.decode(errors='replace').strip()[-300:]}")
+    if source.exists():
+        shutil.rmtree(source)
+    source.mkdir(parents=True)
+    with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+        tar.extractall(source, filter="data")
+    return _compile(module, version, source, binary,
+                    f"./{OUR_MAIN}" if main else package, main, started)
+
+
+def _compile(module: str, version: str, source: Path, binary: Path, package: str,
+             main: Path | None, started: float) -> Built:
+    env = _environment()
+    if main:
+        (source / OUR_MAIN).mkdir(exist_ok=True)
+        shutil.copy(main, source / OUR_MAIN / "main.go")
     built = subprocess.run(["go", "build", "-o", str(binary), package], cwd=source,
                            capture_output=True, text=True, env=env, timeout=BUILD_TIMEOUT,
                            check=False)
