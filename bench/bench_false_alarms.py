@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -81,6 +82,19 @@ def explore(name: str, args: list[str], workers: int, limit: int,
             "tail": done.stdout[-1500:] if not data["tests"] else ""}
 
 
+def read(review: dict[str, Any], what: str) -> dict[str, Any]:
+    """The review, if it read this finding: its ``read`` patterns (what its reader saw in
+    the reports: ``extra: pods <resource>-worker-small-group-\\*``) match the finding's
+    text; else none (a point keeps its label while what it finds changes: a rerun of the
+    operations bench found worker Pods of a removed group where its review had read a head
+    Service's annotations, and counted it read)."""
+    patterns = review.get("read") or []
+    if any(re.search(pattern, what) for pattern in patterns):
+        return review
+    return {"verdict": "unreviewed: the finding is not what its review read"
+            if review else "unreviewed", "why": review.get("why", "")}
+
+
 def judged(name: str, kind: str, run: dict[str, Any],
            reviews: dict[str, Any]) -> dict[str, Any]:
     """An operator's line: tests, points, verdicts, and each finding with its review."""
@@ -91,12 +105,13 @@ def judged(name: str, kind: str, run: dict[str, Any],
         if outcome["verdict"] not in FINDINGS:
             continue
         label = outcome["point"]["label"]
-        review = reviews.get(f"{name} {nodeid} {label}") or {}
+        what = (outcome.get("error") or "; ".join(
+            outcome.get("differences", []) + outcome.get("findings", []))
+            or outcome.get("reason", ""))
+        review = read(reviews.get(f"{name} {nodeid} {label}") or {}, what)
         findings.append({
             "test": nodeid, "label": label, "verdict": outcome["verdict"],
-            "what": (outcome.get("error") or "; ".join(
-                outcome.get("differences", []) + outcome.get("findings", []))
-                or outcome.get("reason", ""))[:400],
+            "what": what[:400],
             "review": review.get("verdict", "unreviewed"), "why": review.get("why", "")})
     bugs = [f for f in findings if f["verdict"] == "bug"]
     return {
