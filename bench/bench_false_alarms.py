@@ -11,10 +11,11 @@ as a user would run it on their own suite, and counts what it calls a bug:
 - ``kopf``: the kopf example (``kopf run`` and a thread);
 - ``go``: the Go order keeper in its safe mode (a compiled binary).
 
-A point judged ``bug`` is a false alarm unless its review says it is real (``bench/results/
+A finding (a point judged ``bug``, ``flaky`` or ``slow recovery``: each asks a human to
+look) is a false alarm unless its review says it is real (``bench/results/
 false-alarms-review.json``, written by hand after reading the point's report, keyed by
-``<operator> <nodeid> <label>``): an unread finding counts as false.  Flaky points and slow
-recoveries are counted too (they ask a human to look), apart.
+``<operator> <nodeid> <label>``, holding what its reader read): an unread finding counts as
+false.  Flaky points and slow recoveries are also counted apart.
 
 Writes ``bench/results/false-alarms.json``: ``{"operators": [{"name", "kind", "tests",
 "points", "bugs", "flaky", "false_alarms", ...}], "false_alarms": N}``.  The goal is 0.
@@ -121,7 +122,8 @@ def judged(name: str, kind: str, run: dict[str, Any],
         "verdicts": _count(o["verdict"] for _, o in outcomes),
         "bugs": len(bugs), "flaky": sum(1 for f in findings if f["verdict"] == "flaky"),
         "slow_recoveries": sum(1 for f in findings if f["verdict"] == "slow recovery"),
-        "false_alarms": sum(1 for f in bugs if not f["review"].startswith("true")),
+        # Any finding (a bug, a flaky point, a slow recovery) not read true is a false alarm.
+        "false_alarms": sum(1 for f in findings if not f["review"].startswith("true")),
         "findings": findings, "exit": run["exit"], "tail": run["tail"],
     }
 
