@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -38,7 +37,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import RESULTS, save_json
+from bench.common import RESULTS, read, save_json
 
 ROOT = Path(__file__).resolve().parent.parent
 OUTPUT = RESULTS / "false-alarms.json"
@@ -81,19 +80,6 @@ def explore(name: str, args: list[str], workers: int, limit: int,
         data = json.loads(summary.read_text()) if summary.exists() else {"tests": []}
     return {"minutes": round(minutes, 1), "exit": done.returncode, "document": data,
             "tail": done.stdout[-1500:] if not data["tests"] else ""}
-
-
-def read(review: dict[str, Any], what: str) -> dict[str, Any]:
-    """The review, if it read this finding: its ``read`` patterns (what its reader saw in
-    the reports: ``extra: pods <resource>-worker-small-group-\\*``) match the finding's
-    text; else none (a point keeps its label while what it finds changes: a rerun of the
-    operations bench found worker Pods of a removed group where its review had read a head
-    Service's annotations, and counted it read)."""
-    patterns = review.get("read") or []
-    if any(re.search(pattern, what) for pattern in patterns):
-        return review
-    return {"verdict": "unreviewed: the finding is not what its review read"
-            if review else "unreviewed", "why": review.get("why", "")}
 
 
 def judged(name: str, kind: str, run: dict[str, Any],

@@ -15,8 +15,9 @@ it with the kind of the bug's pattern, on both releases, with exploration's own 
   on) is reported as ``bug`` on the buggy release;
 - every finding (a bug, a flaky point, a slow recovery) on either release is read and
   judged: the reviews are ``bench/results/known-bugs-review.json`` (written by hand after
-  reading each finding's report, keyed by ``<bug> <version> <label>``); a finding with no
-  review counts as unreviewed, never as real;
+  reading each finding's report, keyed by ``<bug> <version> <label>``, holding in ``read``
+  patterns of the finding's text its reader read); a finding with no review, or not the
+  one its review read, counts as unreviewed, never as real;
 - the false-positive rate: findings judged false, and findings nobody read, over all
   findings.
 
@@ -54,6 +55,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.common import read
 from tests.support.go_modules import (
     BuildUnavailable,
     Built,
@@ -316,11 +318,14 @@ def judged(bug: KnownBug, run: dict[str, Any], reviews: dict[str, Any]) -> list[
     found = []
     for finding in run["findings"]:
         key = f"{bug.issue} {run['version']} {finding['label']}"
-        review = reviews.get(key) or {}
+        written = reviews.get(key)
+        # A review counts for the finding its reader read (``read``: bench.common.read).
+        review = read(written, finding["what"]) if written else {}
         own = run["version"] == bug.buggy and bug.own(finding)
-        verdict = review.get("verdict") or ("true: the known bug's own point" if own
-                                            and finding["verdict"] == "bug"
-                                            else "unreviewed")
+        verdict = review.get("verdict", "")
+        if not verdict or verdict.startswith("unreviewed"):
+            verdict = ("true: the known bug's own point" if own and finding["verdict"] == "bug"
+                       else "unreviewed")
         found.append({**finding, "version": run["version"], "verdict_after_reading": verdict,
                       "why": review.get("why", "")})
     return found
