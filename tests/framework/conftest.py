@@ -32,7 +32,8 @@ def _pytester(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -
     # The inner run is a session of its own, even when this one is an xdist worker.
     for variable in ("ENVTEST_ARTIFACTS", "USE_EXISTING_CLUSTER", "ENVTEST_BACKEND",
                      "PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT",
-                     "PYTEST_XDIST_TESTRUNUID", "PYTEST_ADDOPTS", "ENVTEST_ATTACH"):
+                     "PYTEST_XDIST_TESTRUNUID", "PYTEST_ADDOPTS", "ENVTEST_ATTACH",
+                     "ENVTEST_SHARE_PLANES"):
         monkeypatch.delenv(variable, raising=False)
     return pytester
 

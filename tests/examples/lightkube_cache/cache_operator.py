@@ -7,10 +7,11 @@ settings; and, in the operator's own namespace ``cache-records``, a record Confi
 finalizer deletes it when the Cache goes).  The Cache's status says how many replicas are
 ready, with ``Ready`` and ``Progressing`` conditions.
 
-It watches Caches and Deployments in every namespace and reconciles one Cache at a time
-from a queue; a failed reconcile is tried again a second later.  Run as a command:
+It watches Caches and Deployments in every namespace (or in one: ``--namespace``, default
+``$WATCH_NAMESPACE``) and reconciles one Cache at a time from a queue; a failed reconcile is
+tried again a second later.  Run as a command:
 
-    python cache_operator.py --kubeconfig PATH
+    python cache_operator.py --kubeconfig PATH [--namespace NAME]
 """
 
 from __future__ import annotations
@@ -136,11 +137,11 @@ async def reconcile(client: AsyncClient, namespace: str, name: str) -> None:
 
 
 async def watch(client: AsyncClient, resource: Any, queue: asyncio.Queue[tuple[str, str]],
-                owner_kind: str | None = None) -> None:
+                owner_kind: str | None = None, namespace: str = "*") -> None:
     """Queue the Cache behind every event of ``resource`` (a Deployment: its owner)."""
     while True:
         try:
-            async for _, obj in client.watch(resource, namespace="*"):
+            async for _, obj in client.watch(resource, namespace=namespace):
                 meta = obj.metadata
                 if owner_kind is None:
                     queue.put_nowait((meta.namespace, meta.name))
@@ -165,7 +166,7 @@ async def work(client: AsyncClient, queue: asyncio.Queue[tuple[str, str]]) -> No
                                                   (namespace, name))
 
 
-async def main(kubeconfig: str) -> None:
+async def main(kubeconfig: str, namespace: str = "*") -> None:
     client = AsyncClient(config=KubeConfig.from_file(kubeconfig), field_manager=MANAGER)
     while True:  # its records' namespace, made once (an error: tried again)
         try:
@@ -179,12 +180,16 @@ async def main(kubeconfig: str) -> None:
             await asyncio.sleep(RETRY_SECONDS)
     queue: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
     log.info("cache operator started; records in %s", RECORDS)
-    await asyncio.gather(watch(client, Cache, queue), watch(client, Deployment, queue, "Cache"),
+    await asyncio.gather(watch(client, Cache, queue, namespace=namespace),
+                         watch(client, Deployment, queue, "Cache", namespace),
                          work(client, queue))
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--kubeconfig", required=True)
+    parser.add_argument("--namespace", default=os.environ.get("WATCH_NAMESPACE") or "*",
+                        help="the one namespace to watch (default: every namespace)")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    asyncio.run(main(parser.parse_args().kubeconfig))
+    arguments = parser.parse_args()
+    asyncio.run(main(arguments.kubeconfig, arguments.namespace))
