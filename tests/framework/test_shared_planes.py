@@ -212,3 +212,59 @@ def test_a_crd_change_restarts_the_shared_controller_manager_for_every_worker(
         timeout=300)
     result.assert_outcomes(passed=4)
     assert result.stdout.str().count("(started in") == 1
+
+
+HOLDS = textwrap.dedent("""
+    import json
+    import os
+    import time
+    from pathlib import Path
+
+
+    def test_holds_the_shared_plane(envtest, request):
+        Path(os.environ["SHARED_PLANE_FILE"]).write_text(json.dumps({
+            "pids": list(envtest.attachment.pids.values()),
+            "socket": request.config.workerinput["envtest_shared_planes"]}))
+        time.sleep(300)  # until the run is interrupted
+""")
+
+
+def _signals_by_default() -> None:
+    """In the inner run: SIGINT and SIGTERM as a terminal's, whatever the runner ignores."""
+    import signal
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+@pytest.mark.parametrize("how", ["SIGINT", "SIGTERM"])
+def test_an_interrupted_run_stops_its_shared_plane(own_plane_pytester: pytest.Pytester,
+                                                   tmp_path: Path, how: str) -> None:
+    """Ctrl-C (SIGINT to the terminal's process group) and SIGTERM to the controller alike:
+    the shared plane's processes and its socket's folder are gone once the run has ended."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from envtest import eventually
+
+    own_plane_pytester.makepyfile(test_inner=HOLDS)
+    told = tmp_path / "plane.json"
+    inner = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "1",
+         "--envtest-share-planes", "test_inner.py"], cwd=own_plane_pytester.path,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        env={**os.environ, "SHARED_PLANE_FILE": str(told)}, preexec_fn=_signals_by_default)
+    try:
+        plane = eventually(lambda: told.exists() and json.loads(told.read_text()), timeout=120)
+        if how == "SIGINT":
+            os.killpg(inner.pid, signal.SIGINT)
+        else:
+            inner.send_signal(signal.SIGTERM)
+        inner.wait(timeout=90)
+    finally:
+        if inner.poll() is None:
+            os.killpg(inner.pid, signal.SIGKILL)
+            inner.wait()
+    eventually(lambda: all(gone(pid) for pid in plane["pids"]), timeout=30)
+    assert not Path(plane["socket"]).parent.exists()
