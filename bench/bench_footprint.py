@@ -9,6 +9,11 @@ Medians and the lean/full ratio.  Writes
 ``bench/results/footprint.json``.
 
     python -m bench.bench_footprint [--runs 5] [--settle 5]
+
+``--go-runtime`` runs the lean footprint under Go runtime settings instead (what the
+start's time and memory are traded between: ``GOGC`` and ``GOMEMLIMIT`` for etcd and
+kube-apiserver, as the environment hands them on), interleaved, into
+``bench/results/footprint-go-runtime.json``.
 """
 
 from __future__ import annotations
@@ -31,7 +36,30 @@ from envtest import ControlPlane, create_namespace, request
 console = Console()
 
 
-def one_start(footprint: str, settle: float, objects: int) -> dict[str, float]:
+#: Go runtime settings ``--go-runtime`` compares (the lean default is GOGC=50).
+GO_RUNTIMES: dict[str, dict[str, str]] = {
+    "GOGC=50 (lean)": {"GOGC": "50"},
+    "GOGC=400": {"GOGC": "400"},
+    "GOGC=200 GOMEMLIMIT=100MiB": {"GOGC": "200", "GOMEMLIMIT": "100MiB"},
+    "GOGC=100 GOMEMLIMIT=90MiB": {"GOGC": "100", "GOMEMLIMIT": "90MiB"},
+}
+
+
+def one_start(footprint: str, settle: float, objects: int,
+              go_runtime: dict[str, str] | None = None) -> dict[str, float]:
+    kept = {name: os.environ.get(name) for name in ("GOGC", "GOMEMLIMIT")}
+    os.environ.update(go_runtime or {})
+    try:
+        return _measured_start(footprint, settle, objects)
+    finally:
+        for name, value in kept.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def _measured_start(footprint: str, settle: float, objects: int) -> dict[str, float]:
     started = time.monotonic()
     with ControlPlane(footprint=footprint, readiness="admin") as cp:
         start = time.monotonic() - started
@@ -85,7 +113,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--objects", type=int, default=1000,
                         help="objects for the figure under load (0: at ready only)")
     parser.add_argument("--out", type=Path, default=RESULTS / "footprint.json")
+    parser.add_argument("--go-runtime", action="store_true",
+                        help="lean under each of GO_RUNTIMES instead of lean vs full")
     args = parser.parse_args(argv)
+    if args.go_runtime:
+        return go_runtimes(args)
     runs: dict[str, list[dict[str, float]]] = {"full": [], "lean": []}
     for index in range(args.runs):
         for footprint in (("full", "lean") if index % 2 == 0 else ("lean", "full")):
@@ -111,6 +143,30 @@ def main(argv: list[str] | None = None) -> int:
     save_json(args.out, report)
     console.print_json(json.dumps({"medians": medians,
                                    "ratio_lean_to_full": report["ratio_lean_to_full"]}))
+    return 0
+
+
+def go_runtimes(args: argparse.Namespace) -> int:
+    """The lean plane under each Go runtime setting, interleaved (a rotating order)."""
+    runs: dict[str, list[dict[str, float]]] = {name: [] for name in GO_RUNTIMES}
+    names = list(GO_RUNTIMES)
+    for index in range(args.runs):
+        for name in names[index % len(names):] + names[:index % len(names)]:
+            figures = one_start("lean", args.settle, 0, GO_RUNTIMES[name])
+            runs[name].append(figures)
+            console.print(f"[{index}] {name}: start {figures['start_seconds']:.2f} s, "
+                          f"anonymous {figures['total_anon_mib']:.0f} MiB")
+    medians = {name: {key: statistics.median(r[key] for r in results) for key in results[0]}
+               for name, results in runs.items()}
+    out = args.out if args.out != RESULTS / "footprint.json" else \
+        RESULTS / "footprint-go-runtime.json"
+    save_json(out, {"when": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+                    "machine": {"cpus": os.cpu_count(), "load_average": os.getloadavg()},
+                    "settle_seconds": args.settle, "runs": runs, "medians": medians})
+    for name, median in medians.items():
+        console.print(f"{name}: start {median['start_seconds']:.2f} s, anonymous "
+                      f"{median['total_anon_mib']:.0f} MiB (apiserver "
+                      f"{median['apiserver_anon_mib']:.0f})")
     return 0
 
 
