@@ -125,6 +125,24 @@ def test_the_readme_gives_the_start_figures_the_bench_measured() -> None:
     assert f"{headline['anon_total_mb']:.0f} MiB," in readme
 
 
+def test_the_readme_gives_the_user_suite_figures_the_bench_measured() -> None:
+    """A user's suite serial and under ``-n 2`` (shared planes and not), as
+    bench_user_suite wrote them, and the Go runtime trade-off bench_footprint measured."""
+    suite = json.loads((RESULTS / "user-suite.json").read_text())
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert f"a user's suite of {suite['tests']} tests" in readme
+    assert (f"took {suite['serial_s']:.2f} s serially, {suite['xdist2_s']:.2f} s with `-n 2` "
+            f"and shared planes ({suite['ratio']:.2f}x, one plane started) and "
+            f"{suite['xdist2_unshared_s']:.2f} s with `-n 2` as before "
+            f"({suite['ratio_unshared']:.2f}x, two planes)") in readme
+    assert suite["planes_started"] == {"serial": 1, "xdist2": 1, "xdist2_unshared": 2}
+    go = json.loads((RESULTS / "footprint-go-runtime.json").read_text())["medians"]
+    lean, fast = go["GOGC=50 (lean)"], go["GOGC=400"]
+    assert (f"GOGC=50 (lean) {lean['start_seconds']:.2f} s, "
+            f"{lean['total_anon_mib']:.0f} MiB anonymous; GOGC=400 "
+            f"{fast['start_seconds']:.2f} s, {fast['total_anon_mib']:.0f} MiB") in readme
+
+
 def test_the_readme_gives_the_real_kuberay_figures_the_bench_measured() -> None:
     """The real ray-operator's curve, as bench_kuberay_real wrote it (medians of 3 runs):
     each row of the README's table, and the seed's shape (v0.5.0 more status writes than
