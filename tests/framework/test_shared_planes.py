@@ -268,3 +268,37 @@ def test_an_interrupted_run_stops_its_shared_plane(own_plane_pytester: pytest.Py
             inner.wait()
     eventually(lambda: all(gone(pid) for pid in plane["pids"]), timeout=30)
     assert not Path(plane["socket"]).parent.exists()
+
+
+FAILS = textwrap.dedent("""
+    def test_fails_leaving_evidence(k8s, namespace):
+        k8s.core.create_namespaced_config_map(namespace, {"metadata": {"name": "evidence"}})
+        assert False, "fail on purpose"
+""")
+
+
+def test_keep_failed_keeps_the_shared_plane_a_worker_failed_on(
+        own_plane_pytester: pytest.Pytester) -> None:
+    """The test fails on a worker, the controller owns the plane: told, it keeps it, and
+    the failed test's namespace with it."""
+    import re
+    import subprocess
+    import sys
+
+    own_plane_pytester.makepyfile(test_inner=FAILS)
+    result = own_plane_pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "-n", "1", "--envtest-share-planes",
+        "--envtest-keep=failed", timeout=240)
+    output = result.stdout.str()
+    kept = re.search(r"stop it with: envtest down (\S+)", output)
+    assert kept, output[-3000:]
+    try:
+        result.assert_outcomes(failed=1)
+        failed_ns = re.search(r"objects in namespace (\S+)", output).group(1)  # type: ignore[union-attr]
+        assert f"namespaces of failed tests, kept: {failed_ns}" in output
+        state = (Path(kept.group(1)) / "detached.json").read_text()
+        pids = [int(p) for p in re.findall(r'": (\d+)', state)]
+        assert pids and not any(gone(pid) for pid in pids)
+    finally:
+        subprocess.run([str(Path(sys.executable).parent / "envtest"), "down", kept.group(1)],
+                       capture_output=True, timeout=60, check=True)
