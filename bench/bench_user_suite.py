@@ -8,8 +8,10 @@ the operator as a command scoped to its test's namespace (``WATCH_NAMESPACE``), 
 Caches and waiting for their Deployments' Pods to be ready.  Each round runs it three
 ways, in a rotating order: serially, ``-n 2`` with the planes shared, and ``-n 2`` as
 before (every worker its own planes).  The wall time of the whole ``pytest`` command is
-taken (what the user waits), and the planes started are counted from the plugin's
-summary lines (``cluster used: ... (started in``).  Medians go to
+taken (what the user waits), with the CPU seconds of every process of the run (how many
+of the cores it kept busy: a suite that keeps both busy serially cannot gain from ``-n``),
+and the planes started are counted from the plugin's summary lines (``cluster used: ...
+(started in``).  Medians go to
 ``bench/results/user-suite.json``.
 
     python -m bench.bench_user_suite [--rounds 3] [--out FILE]
@@ -20,6 +22,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -145,17 +148,26 @@ SUITE = textwrap.dedent('''
 
 def run(folder: Path, mode: str) -> dict[str, Any]:
     """One run of the suite: its wall seconds, tests passed and planes started."""
-    began = time.monotonic()
+    began, before = time.monotonic(), _children_cpu()
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
          *MODES[mode], "test_user_suite.py"], cwd=folder, capture_output=True, text=True,
         timeout=900, env={**os.environ, "ENVTEST_INSTALLED_ONLY": "1"})
     seconds = time.monotonic() - began
+    cpu = _children_cpu() - before
     passed = _PASSED.search(result.stdout)
     if result.returncode != 0 or passed is None:
         raise RuntimeError(f"{mode} failed ({result.returncode}): {result.stdout[-3000:]}")
-    return {"seconds": round(seconds, 2), "tests": int(passed.group(1)),
+    return {"seconds": round(seconds, 2), "cpu_seconds": round(cpu, 1),
+            "cores_busy": round(cpu / seconds, 2), "tests": int(passed.group(1)),
             "planes_started": len(_STARTED.findall(result.stdout))}
+
+
+def _children_cpu() -> float:
+    """CPU seconds of every process of the runs so far: each pytest and what it reaped (its
+    workers, planes and operators)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def main() -> None:
@@ -178,6 +190,10 @@ def main() -> None:
             "xdist2_s": median["xdist2"], "ratio": round(median["xdist2"] / median["serial"], 3),
             "xdist2_unshared_s": median["xdist2_unshared"],
             "ratio_unshared": round(median["xdist2_unshared"] / median["serial"], 3),
+            "cpu_s": {mode: statistics.median(r["cpu_seconds"] for r in runs[mode])
+                      for mode in MODES},
+            "cores_busy": {mode: statistics.median(r["cores_busy"] for r in runs[mode])
+                           for mode in MODES},
             "planes_started": {"serial": planes["serial"], "xdist2": planes["xdist2"],
                                "xdist2_unshared": planes["xdist2_unshared"]},
             "runs": runs}
