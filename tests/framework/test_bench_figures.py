@@ -134,7 +134,7 @@ def test_the_readme_gives_the_user_suite_figures_the_bench_measured() -> None:
     assert (f"took {suite['serial_s']:.2f} s serially, {suite['xdist2_s']:.2f} s with `-n 2` "
             f"and shared planes ({suite['ratio']:.2f}x, one plane started) and "
             f"{suite['xdist2_unshared_s']:.2f} s with `-n 2` as before "
-            f"({suite['ratio_unshared']:.2f}x, two planes)") in readme
+            f"({suite['ratio_unshared']:.2f}x, two planes") in readme
     assert (f"serially it keeps {suite['cores_busy']['serial']:.2f} of the 2 cores busy "
             f"({suite['cpu_s']['serial']:.1f} CPU-s)") in readme
     assert suite["planes_started"] == {"serial": 1, "xdist2": 1, "xdist2_unshared": 2}
