@@ -76,10 +76,7 @@ def test_the_fixed_tank_keeper_gives_no_finding(planted: Any, tmp_path: Path,  #
     result.assert_outcomes(passed=1)
     assert findings(summary) == [], output
     (outcome,) = summary["tests"][0]["outcomes"]
-    # Eight examples drawn from two small fields: a whole search ran 8 trials alone, 7 once
-    # in a full `make test` (a sequence drawn twice runs once; why the draws differed under
-    # load was not pinned down).
-    assert outcome["verdict"] == "passed" and outcome["trials"] >= 7, outcome
+    assert outcome["verdict"] == "passed" and outcome["trials"] >= 8, outcome
     assert outcome["refused"] < outcome["trials"], outcome
 
 
@@ -103,7 +100,10 @@ def test_fields_given_are_the_only_ones_changed(planted: Any, tmp_path: Path,  #
     result.assert_outcomes(passed=1)
     assert findings(summary) == [], output
     (outcome,) = summary["tests"][0]["outcomes"]
-    assert outcome["verdict"] == "passed" and outcome["trials"] >= 8, outcome
+    # Eight examples drawn from two small fields: a whole search ran 8 trials alone, 7 in
+    # two full `make test` runs (a sequence drawn twice runs once; why the draws differed under
+    # load was not pinned down).
+    assert outcome["verdict"] == "passed" and outcome["trials"] >= 7, outcome
 
 
 def test_fields_that_are_not_the_specs_fail_the_test_with_the_fix(
