@@ -185,3 +185,62 @@ def test_make_namespace_gives_more_namespaces_cleaned_up_like_the_first(
     titles = list(envtest_diagnostics())
     assert [t for t in titles if t.startswith("objects in namespace")] == [
         f"objects in namespace {namespace}", f"objects in namespace {second}"]
+
+
+def test_a_sweep_told_what_was_written_deletes_only_those_collections(
+        widget_crd: str, k8s: Clients, envtest) -> None:
+    """The audit log's ``resources_written`` narrows the sweep to the kinds the namespace
+    ever held: the sweeper's own calls in the same log show which collections it deleted."""
+    name = namespace_name("told-what-was-written")
+    create_namespace(k8s.api_client, name)
+    fill(k8s, name)
+    sweeper = envtest.add_user("told-sweeper", ["system:masters"]).api_client()
+    written = envtest.audit_log.resources_written(name)
+    assert {("", "configmaps"), ("", "secrets"), ("", "services"), ("", "pods"),
+            ("example.com", "widgets")} <= written
+
+    stuck = delete_namespace(sweeper, name, timeout=30, written=envtest.audit_log.resources_written)
+
+    assert sorted(stuck) == ["configmaps/held", "pods/runner", "widgets/held"]
+    assert namespace_status(k8s, name) == 404
+    assert leftovers(k8s, name) == {}
+    swept = {(c.api_group, c.resource)
+             for c in envtest.audit_log.calls(user="told-sweeper", verb="deletecollection")}
+    assert swept == written  # nothing else: a full sweep deletes 25 and more collections
+
+
+def test_a_kind_written_after_the_first_look_is_swept_by_the_second(
+        widget_crd: str, k8s: Clients, envtest) -> None:
+    """A write that reached the log after the sweep's first look (one racing the namespace's
+    deletion) is swept by its second look: here the first look is told of no Secret."""
+    name = namespace_name("late-write")
+    create_namespace(k8s.api_client, name)
+    fill(k8s, name)
+    looks: list[set[tuple[str, str]]] = []
+
+    def written_late(namespace: str) -> set[tuple[str, str]]:
+        found = envtest.audit_log.resources_written(namespace)
+        looks.append(found - {("", "secrets")} if not looks else found)
+        return looks[-1]
+
+    delete_namespace(k8s.api_client, name, timeout=30, written=written_late)
+
+    assert ("", "secrets") not in looks[0] and ("", "secrets") in looks[1]
+    assert leftovers(k8s, name) == {}
+
+
+def test_a_sweep_whose_log_cannot_tell_deletes_every_collection(
+        widget_crd: str, k8s: Clients, envtest) -> None:
+    name = namespace_name("log-cannot-tell")
+    create_namespace(k8s.api_client, name)
+    fill(k8s, name)
+    sweeper = envtest.add_user("blind-sweeper", ["system:masters"]).api_client()
+
+    def no_log(namespace: str) -> set[tuple[str, str]]:
+        raise OSError("no space left on device")
+
+    delete_namespace(sweeper, name, timeout=30, written=no_log)
+
+    assert leftovers(k8s, name) == {}
+    swept = envtest.audit_log.calls(user="blind-sweeper", verb="deletecollection")
+    assert len({(c.api_group, c.resource) for c in swept}) > 20
