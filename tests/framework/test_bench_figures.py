@@ -145,6 +145,21 @@ def test_the_readme_gives_the_user_suite_figures_the_bench_measured() -> None:
             f"{fast['start_seconds']:.2f} s, {fast['total_anon_mib']:.0f} MiB") in readme
 
 
+def test_the_readme_gives_the_namespace_sweep_figures_the_bench_measured() -> None:
+    """The sweep told what was written against every collection, as bench_namespace_sweep
+    wrote them: fewer calls and less CPU on both sides."""
+    sweep = json.loads((RESULTS / "namespace-sweep.json").read_text())["medians"]
+    written, every = sweep["written"], sweep["every"]
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert (f"{written['deletecollections']:.0f} `deletecollection` calls instead of "
+            f"{every['deletecollections']:.0f}, {written['server_cpu_ms']:.0f} ms of etcd and "
+            f"kube-apiserver CPU instead of {every['server_cpu_ms']:.0f} and "
+            f"{written['client_cpu_ms']:.0f} ms of the sweeper's instead of "
+            f"{every['client_cpu_ms']:.0f} per namespace") in readme
+    assert written["deletecollections"] < every["deletecollections"] / 3
+    assert written["server_cpu_ms"] < every["server_cpu_ms"]
+
+
 def test_the_readme_gives_the_real_kuberay_figures_the_bench_measured() -> None:
     """The real ray-operator's curve, as bench_kuberay_real wrote it (medians of 3 runs):
     each row of the README's table, and the seed's shape (v0.5.0 more status writes than
