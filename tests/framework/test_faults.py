@@ -422,6 +422,9 @@ def test_a_thread_operator_is_stopped_right_after_its_nth_write_and_cannot_write
     handle = run_operator(stepper, name="thread-stepper")
     assert isinstance(handle, ThreadOperator)
     eventually(lambda: len(names(k8s.core, namespace)) == STEPS, timeout=30)
+    # the second instance notes its last answer just after the object exists (CI saw it
+    # listed before it was noted)
+    eventually(lambda: heard.get("2", [])[-1:] == [f"step-{STEPS}"], timeout=10)
     assert late.get(timeout=5)[0] == "cut"
     assert late.get(timeout=5) == ("zombie", 503)
     by = {c.metadata.name: c.data["by"]
