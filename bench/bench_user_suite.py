@@ -14,7 +14,13 @@ and the planes started are counted from the plugin's summary lines (``cluster us
 (started in``).  Medians go to
 ``bench/results/user-suite.json``.
 
-    python -m bench.bench_user_suite [--rounds 3] [--out FILE]
+``--pod-start SECONDS`` runs the same suite with every Pod taking that long to be Ready
+(half Pending, half Running and not Ready: ``--envtest-pod-plan``, which a shared plane's
+engine follows too), as a kubelet that starts containers from pulled images does, instead
+of at once: a suite that waits for its Pods as a user's on a real cluster does, whose
+figures go to ``bench/results/user-suite-pod-start.json``.
+
+    python -m bench.bench_user_suite [--rounds 3] [--pod-start 0] [--out FILE]
 """
 
 from __future__ import annotations
@@ -146,12 +152,14 @@ SUITE = textwrap.dedent('''
 ''')
 
 
-def run(folder: Path, mode: str) -> dict[str, Any]:
+def run(folder: Path, mode: str, pod_start: float = 0.0) -> dict[str, Any]:
     """One run of the suite: its wall seconds, tests passed and planes started."""
+    plan = ([f"--envtest-pod-plan=running_after={pod_start / 2},ready_after={pod_start / 2}"]
+            if pod_start else [])
     began, before = time.monotonic(), _children_cpu()
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
-         *MODES[mode], "test_user_suite.py"], cwd=folder, capture_output=True, text=True,
+         *MODES[mode], *plan, "test_user_suite.py"], cwd=folder, capture_output=True, text=True,
         timeout=900, env={**os.environ, "ENVTEST_INSTALLED_ONLY": "1"})
     seconds = time.monotonic() - began
     cpu = _children_cpu() - before
@@ -173,19 +181,25 @@ def _children_cpu() -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--out", type=Path, default=RESULTS / "user-suite.json")
+    parser.add_argument("--pod-start", type=float, default=0.0,
+                        help="seconds each Pod takes to be Ready (0: at once)")
+    parser.add_argument("--out", type=Path)
     arguments = parser.parse_args()
+    out = arguments.out or RESULTS / ("user-suite-pod-start.json" if arguments.pod_start
+                                      else "user-suite.json")
     runs: dict[str, list[dict[str, Any]]] = {mode: [] for mode in MODES}
     with tempfile.TemporaryDirectory() as folder:
-        (Path(folder) / "test_user_suite.py").write_text(SUITE.format(operator=str(OPERATOR)))
+        suite = SUITE.format(operator=str(OPERATOR))
+        (Path(folder) / "test_user_suite.py").write_text(suite)
         for round_index in range(arguments.rounds):
             order = list(MODES)[round_index % len(MODES):] + list(MODES)[:round_index % len(MODES)]
             for mode in order:
-                runs[mode].append(run(Path(folder), mode))
+                runs[mode].append(run(Path(folder), mode, arguments.pod_start))
                 print(f"round {round_index + 1} {mode}: {runs[mode][-1]}", flush=True)
     median = {mode: statistics.median(r["seconds"] for r in runs[mode]) for mode in MODES}
     planes = {mode: statistics.median(r["planes_started"] for r in runs[mode]) for mode in MODES}
     data = {"tests": runs["serial"][0]["tests"], "rounds": arguments.rounds,
+            "pod_start_s": arguments.pod_start,
             "cpus": os.cpu_count(), "serial_s": median["serial"],
             "xdist2_s": median["xdist2"], "ratio": round(median["xdist2"] / median["serial"], 3),
             "xdist2_unshared_s": median["xdist2_unshared"],
@@ -197,7 +211,7 @@ def main() -> None:
             "planes_started": {"serial": planes["serial"], "xdist2": planes["xdist2"],
                                "xdist2_unshared": planes["xdist2_unshared"]},
             "runs": runs}
-    save_json(arguments.out, data)
+    save_json(out, data)
     print({k: v for k, v in data.items() if k != "runs"})
 
 

@@ -138,6 +138,18 @@ def test_the_readme_gives_the_user_suite_figures_the_bench_measured() -> None:
     assert (f"serially it keeps {suite['cores_busy']['serial']:.2f} of the 2 cores busy "
             f"({suite['cpu_s']['serial']:.1f} CPU-s)") in readme
     assert suite["planes_started"] == {"serial": 1, "xdist2": 1, "xdist2_unshared": 2}
+    waiting = json.loads((RESULTS / "user-suite-pod-start.json").read_text())
+    assert waiting["pod_start_s"] == 2.0 and waiting["tests"] == suite["tests"]
+    assert (f"the same suite with every Pod taking {waiting['pod_start_s']:.0f} s to be Ready"
+            in readme)
+    assert (f"took {waiting['serial_s']:.2f} s serially, {waiting['xdist2_s']:.2f} s with "
+            f"`-n 2` and shared planes ({waiting['ratio']:.2f}x, one plane started) and "
+            f"{waiting['xdist2_unshared_s']:.2f} s with `-n 2` as before "
+            f"({waiting['ratio_unshared']:.2f}x)") in readme
+    assert (f"serially it keeps {waiting['cores_busy']['serial']:.2f} of the 2 cores busy, "
+            f"and `-n 2` spends {waiting['cpu_s']['xdist2']:.1f} CPU-s where serial spends "
+            f"{waiting['cpu_s']['serial']:.1f}") in readme
+    assert waiting["planes_started"] == {"serial": 1, "xdist2": 1, "xdist2_unshared": 2}
     go = json.loads((RESULTS / "footprint-go-runtime.json").read_text())["medians"]
     lean, fast = go["GOGC=50 (lean)"], go["GOGC=400"]
     assert (f"GOGC=50 (lean) {lean['start_seconds']:.2f} s, "

@@ -397,8 +397,9 @@ def _lease_renewed(api: kubernetes.client.ApiClient, node: str, after: dt.dateti
 
 def test_a_kept_cluster_keeps_moving_until_envtest_down(inner_pytester: Any) -> None:
     inner_pytester.makepyfile(test_kept=KEPT)
-    result = inner_pytester.runpytest_subprocess("-p", "no:cacheprovider", "-s",
-                                                 "--envtest-keep=failed", timeout=300)
+    result = inner_pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "-s", "--envtest-keep=failed",
+        "--envtest-pod-plan=running_after=0.5,ready_after=0.5", timeout=300)
     ended = dt.datetime.now(dt.UTC)
     output = result.stdout.str()
     workdir_match = re.search(r"stop it with: envtest down (\S+)", output)
@@ -426,13 +427,16 @@ def test_a_kept_cluster_keeps_moving_until_envtest_down(inner_pytester: Any) -> 
             for node in core.list_node().items:
                 ready = [c for c in node.status.conditions if c.type == "Ready"]
                 assert ready and ready[0].status == "True", node.metadata.name
-            # ... and a Pod made now is scheduled and moved to Running by the engine.
+            # ... and a Pod made now is scheduled and moved to Running by the engine, which
+            # follows the session's plan still (Pending 0.5 s, Running not Ready 0.5 s).
             envtest.wait_for_service_account(api, namespace)
+            created = time.monotonic()
             core.create_namespaced_pod(namespace, {
                 "metadata": {"name": "after"},
                 "spec": {"containers": [{"name": "c", "image": "busybox"}]}})
             pod = envtest.wait_for(api, "Pod", "after", envtest.pod_is_ready,
                                    namespace=namespace, timeout=30)
+            assert time.monotonic() - created >= 0.95
             assert pod.spec.nodeName in nodes
             # The keeper serves the Nodes' kubelet API too: kubectl logs works on it.
             assert core.read_namespaced_pod_log("after", namespace) == "started\nready\n"

@@ -392,8 +392,8 @@ def _apply_by_kubectl(kubeconfig: Path, manifest: dict[str, Any]) -> None:
 
 def test_envtest_up_profile_cluster_runs_what_is_applied_by_hand(tmp_path: Path) -> None:
     up = subprocess.Popen([str(Path(sys.executable).parent / "envtest"), "up", "--profile",
-                           "cluster", "--nodes", "2", "--kubeconfig-out",
-                           str(tmp_path / "kubeconfig")],
+                           "cluster", "--nodes", "2", "--plan", "running_after=0.5,ready_after=0.5",
+                           "--kubeconfig-out", str(tmp_path / "kubeconfig")],
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                           env={**os.environ, "COLUMNS": "400"})
     children: list[psutil.Process] = []
@@ -409,11 +409,14 @@ def test_envtest_up_profile_cluster_runs_what_is_applied_by_hand(tmp_path: Path)
         api = envtest.api_client_from_kubeconfig(kubeconfig)
         core = kubernetes.client.CoreV1Api(api)
 
-        # A bare Pod from a plain client: no controller, no nodeName.
+        # A bare Pod from a plain client: no controller, no nodeName; it follows --plan
+        # (Pending 0.5 s, then Running and not Ready 0.5 s).
         envtest.wait_for_service_account(api, "default")
+        created = time.monotonic()
         core.create_namespaced_pod("default", _pod("bare"))
         pod = envtest.wait_for(api, "Pod", "bare", envtest.pod_is_ready, namespace="default",
                                timeout=20)
+        assert time.monotonic() - created >= 0.95
         assert pod.spec.nodeName and pod.spec.serviceAccountName == "default"
         assert any(v["name"].startswith("kube-api-access-") for v in pod.spec.volumes)
         assert any("kubectl exec fails saying no exec handler was given" in line
