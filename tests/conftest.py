@@ -19,8 +19,11 @@ from __future__ import annotations
 
 import json
 import os
+import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import _pytest.pytester
 import pytest
 
 from tests.support.balance import reorder
@@ -51,3 +54,30 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0") or 0)
     if workers > 1 and DURATIONS.exists():
         items[:] = reorder(items, json.loads(DURATIONS.read_text()), workers, together)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def pytester_keeps_library_modules(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """``pytester`` forgets, after its test, every module imported during it, so an inner
+    run's test modules do not leak.  It also forgot the library modules this process's own
+    threads and the test itself imported meanwhile (the kubernetes client imports its
+    models lazily): imported again later, ``V1Namespace`` was a second class, and
+    ``CoreV1Api.create_namespace`` (validated against the first) refused it.  Here only the
+    modules whose files are in this session's temporary folders (the inner runs' own) are
+    forgotten."""
+    inner_runs = tmp_path_factory.getbasetemp().resolve()
+
+    def from_an_inner_run(name: str) -> bool:
+        where = getattr(sys.modules.get(name), "__file__", None)
+        return where is None or Path(where).resolve().is_relative_to(inner_runs)
+
+    original = _pytest.pytester.SysModulesSnapshot
+
+    class KeepLibraries(original):  # type: ignore[misc, valid-type]
+        def __init__(self, preserve: Callable[[str], bool] | None = None) -> None:
+            super().__init__(lambda name: bool(preserve and preserve(name))
+                             or not from_an_inner_run(name))
+
+    _pytest.pytester.SysModulesSnapshot = KeepLibraries  # type: ignore[misc]
+    yield
+    _pytest.pytester.SysModulesSnapshot = original  # type: ignore[misc]
