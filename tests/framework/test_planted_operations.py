@@ -6,8 +6,11 @@ The operator is ``tests/examples/planted/tanks.py`` (a Python thread polling eve
 loops on (an error loop), a shrink that leaks what a smaller tank never has (differential).
 Each is explored with ``--envtest-explore=operations`` on a real plane: the bug must come out
 as ``bug`` with the oracle that sees it and a sequence of at most two changes naming the
-field, the ``again`` line it prints must replay exactly that sequence and find it again, and
-the twin must come out with no finding after the search's whole budget of trials.
+field, found among the schema's edges the search tries first (``size: 0``, ``mode: safe``,
+``size: 4``: each bug sits at one, so it is found whatever the run's seed; before the
+edges, 12 seeds of 300 drew no shrink in their 8 examples, and a CI run missed it), the
+``again`` line it prints must replay exactly that sequence and find it again, and the twin
+must come out with no finding after the search's whole budget of trials.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ def test_a_planted_operation_bug_is_found_shrunk_and_replayed(
     assert any(f.startswith(f"operations: {oracle}") for f in outcome["findings"]), output
     assert 1 <= outcome["sequence"].count("# change ") <= 2, outcome["sequence"]
     assert field in outcome["sequence"], outcome["sequence"]
-    assert outcome["first_failure_after"] is not None and outcome["trials"] >= 1
+    assert outcome["first_failure_after"] is not None and 1 <= outcome["trials"] <= 3, outcome
     if bug == "stale-image":  # the field the operator reads on create only
         assert "spec.image" in outcome["sequence"] or "spec.mode" in outcome["sequence"]
     command = again(output, LABEL)
@@ -100,9 +103,9 @@ def test_fields_given_are_the_only_ones_changed(planted: Any, tmp_path: Path,  #
     result.assert_outcomes(passed=1)
     assert findings(summary) == [], output
     (outcome,) = summary["tests"][0]["outcomes"]
-    # Eight examples drawn from two small fields: a whole search ran 8 trials alone, 7 in
-    # two full `make test` runs (a sequence drawn twice runs once; why the draws differed under
-    # load was not pinned down).
+    # The edge of the two fields (mode: safe), then eight examples drawn from them: a
+    # sequence drawn twice runs once, and each run draws with a seed of its own, so some
+    # runs ran 7 of the 8.
     assert outcome["verdict"] == "passed" and outcome["trials"] >= 7, outcome
 
 

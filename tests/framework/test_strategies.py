@@ -110,6 +110,46 @@ def test_a_failing_sequence_shrinks_to_the_one_edit_that_fails() -> None:
     assert strategies.describe(shortest) == "# change 1: spec.replicas: 0\nspec:\n  replicas: 0"
 
 
+@strategies.plane_settings(max_examples=6)
+@given(spec=strategies.specs(CRD))
+def test_every_edge_is_taken_and_stands_at_its_fields_edge(k8s: Clients, namespace: str,
+                                                           spec: dict[str, Any]) -> None:
+    """The apiserver takes each edge as sent (the exclusive minimum moved in, int32 and
+    enums honoured), and each sets one field to a value unlike the one it had."""
+    created = _create(k8s, namespace, spec)
+    spec, name = created["spec"], created["metadata"]["name"]
+    found = strategies.edges(CRD, spec, most=100)
+    assert found and all(len(sequence) == 1 and len(sequence[0].edits) == 1
+                         for sequence in found)
+    for ((change,), (edit,)) in ((s, s[0].edits) for s in found):
+        assert _final(spec, [change]) != spec, str(change)
+        patched = request(k8s.api_client, "PATCH", _path(namespace, name), body=change.patch,
+                          content_type=MERGE_PATCH, query={"dryRun": "All"})["spec"]
+        assert _value(patched, edit.path) == edit.value, str(change)
+
+
+def test_the_edges_of_a_spec_one_field_at_a_time() -> None:
+    start = {"replicas": 3, "image": "registry.local/widget:1.4", "tier": "small",
+             "paused": False, "storage": {"size": "1Gi", "backup": {"keep": 4}}}
+    edges = [str(change) for (change,) in strategies.edges(CRD, start, most=100)]
+    assert edges == [  # each field's first edge, the shallowest first; then the second
+        "spec.replicas: 0", "spec.port: 1025", "spec.paused: true", "spec.tier: medium",
+        "spec.storage.backup.enabled: true", "spec.storage.backup.keep: 1",
+        "spec.replicas: 5", "spec.port: 65535", "spec.tier: large",
+        "spec.storage.backup.enabled: false"]
+    assert [str(c) for (c,) in strategies.edges(CRD, start)] == edges[:4]  # 4 by default
+    assert [str(c) for (c,) in strategies.edges(CRD, start, only=["spec.storage.*"])] == \
+        [edges[4], edges[5], edges[9]]
+    assert strategies.edges(CRD, start, skip=["spec.replicas", "spec.port", "spec.paused",
+                                              "spec.tier", "spec.storage"]) == []
+
+
+def _value(spec: dict[str, Any], path: tuple[str, ...]) -> Any:
+    for part in path:
+        spec = spec.get(part, {})
+    return spec
+
+
 def _final(spec: dict[str, Any], changes: list[Change]) -> dict[str, Any]:
     for change in changes:
         spec = change.apply(spec)
