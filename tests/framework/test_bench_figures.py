@@ -235,3 +235,25 @@ def test_the_readme_gives_the_false_alarms_the_bench_counted() -> None:
         assert row["exit"] in (0, 1) and not row["nothing"], row
     assert (f"**{results['false_alarms']} false alarms in {results['points']} points**"
             in readme)
+
+
+def test_the_readme_gives_the_operations_false_alarms_the_bench_counted() -> None:
+    """The user's side on the same operators: its points and false alarms, and how far into
+    each search its first failing trial came (the search's, with the trial's number), as
+    ``bench_false_alarms --kinds operations`` wrote them."""
+    results = json.loads((RESULTS / "false-alarms-operations.json").read_text())
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    operators = results["operators"]
+    assert results["false_alarms"] == sum(row["false_alarms"] for row in operators) == 0
+    for row in operators:
+        assert (f"{row['name']} {row['points']} point" if row["points"] else
+                f"{row['name']} no point") in readme, row
+    assert (f"**{results['false_alarms']} false alarms in {results['points']} points**"
+            in readme)
+    failures = [o for run in results["runs"].values() for test in run["tests"]
+                for o in test["outcomes"] if o.get("first_failure_after") is not None]
+    seconds = sorted(o["first_failure_after"] for o in failures)
+    trials = sorted(o["first_failure_trial"] for o in failures)
+    assert (f"the first failing trial {seconds[0]:.1f} to {seconds[-1]:.1f} s into each "
+            f"search (its trial {trials[0]} to {trials[-1]})") in readme
+

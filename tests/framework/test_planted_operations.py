@@ -55,6 +55,9 @@ def test_a_planted_operation_bug_is_found_shrunk_and_replayed(
     first = 1 if bug == "stale-image" else 2
     assert outcome["first_failure_trial"] == first, outcome
     assert outcome["first_failure_after"] >= 3.0 * (first - 1), outcome
+    changes = outcome["sequence"].count("# change ")
+    assert (f"shortest failing sequence ({changes} change(s); the search's trial {first} "
+            f"failed first, {outcome['trials']} trial(s) with the re-run):") in output, output
     command = again(output, LABEL)
     replayed = json.loads(command[-1].split(";changes=", 1)[1])
     assert len(replayed) == outcome["sequence"].count("# change "), command
