@@ -77,7 +77,16 @@ def test_an_intermediate_state_bug_of_a_go_operator(planted: Any, tmp_path: Path
                                       "scenario_orders.py")
     result.assert_outcomes(failed=1)
     label = "crash after the 1st patch of configmaps order-1"
-    assert findings(summary) == [("bug", label)], output
+    assert ("bug", label) in findings(summary), output
+    # The same bug met by timing: a kill after a heartbeat the keeper's beat goroutine sent
+    # between the order's "done" and its receipt (a busy runner stretches that gap) loses
+    # the receipt once, and its re-run, killed elsewhere, does not: flaky, on the beat, for
+    # the missing receipt (a CI run with four workers on two cores had one).
+    others = [o for test in summary["tests"] for o in test["outcomes"]
+              if o["verdict"] in ("bug", "flaky", "slow recovery")
+              and o["point"]["label"] != label]
+    assert all(o["verdict"] == "flaky" and "order-keeper-heartbeat" in o["point"]["label"]
+               and "not met within 5 s" in o["reason"] for o in others), output
     assert_found_again(planted, tmp_path, output, label)
     monkeypatch.delenv("ORDER_KEEPER_UNSAFE")
     result, output, summary = explore(planted, tmp_path, "safe", "--envtest-explore=crashes",

@@ -64,7 +64,11 @@ def test_a_planted_operation_bug_is_found_shrunk_and_replayed(
     rerun, rerun_output, rerun_summary = explore(planted, tmp_path, f"{bug}-again", *command)
     rerun.assert_outcomes(failed=1)
     assert findings(rerun_summary) == [("bug", LABEL)], rerun_output
-    assert rerun_summary["tests"][0]["outcomes"][0]["trials"] == 2, rerun_output  # replayed
+    replayed_outcome = rerun_summary["tests"][0]["outcomes"][0]
+    assert replayed_outcome["trials"] == 2, rerun_output  # replayed, twice: no search
+    assert replayed_outcome["first_failure_trial"] is None, replayed_outcome
+    assert f"shortest failing sequence ({changes} change(s); 2 trial(s) with the re-run):" \
+        in rerun_output, rerun_output
 
 
 @pytest.mark.parametrize("keeper", [
